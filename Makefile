@@ -1,0 +1,49 @@
+# mlbridge: the two commands a newcomer needs are `make demo` and `make test`.
+# Both set everything up first (scripts/setup.sh) and are fast when nothing
+# changed. See README.md.
+
+ROOT        := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+VENV        := $(ROOT)/.venv
+PY          := $(VENV)/bin/python
+BUILD       := $(ROOT)/build
+BUILD_ASAN  := $(ROOT)/build-asan
+JOBS        ?= $(shell nproc)
+
+.PHONY: all setup build build-asan test demo lint format clean help
+
+all: build
+
+help:
+	@echo "make demo   set up, build, and run the main job (see README)"
+	@echo "make test   set up, build, and run every test suite"
+	@echo "make setup  install what is missing (Debian packages, ONNX Runtime, .venv)"
+	@echo "make build  build the C++ runtime and plugins into build/"
+	@echo "make lint   ruff over the Python code"
+	@echo "make clean  remove build folders (keeps .venv and .deps)"
+
+setup:
+	@$(ROOT)/scripts/setup.sh
+
+build: setup
+	@$(VENV)/bin/mlbridge build --build-dir $(BUILD) -j $(JOBS)
+
+# C++ unit tests and fuzzers under AddressSanitizer + UndefinedBehaviorSanitizer,
+# built with clang-22 in a separate folder.
+build-asan: setup
+	@$(VENV)/bin/mlbridge build --build-dir $(BUILD_ASAN) -j $(JOBS) \
+	  --cmake-arg=-DCMAKE_C_COMPILER=clang-22 --cmake-arg=-DCMAKE_CXX_COMPILER=clang++-22 \
+	  --cmake-arg=-DMLBRIDGE_BUILD_PLUGINS=OFF --cmake-arg=-DMLBRIDGE_BUILD_FUZZERS=ON \
+	  --cmake-arg=-DMLBRIDGE_SANITIZERS=address\;undefined
+
+test: build build-asan
+	@$(PY) $(ROOT)/scripts/run_tests.py --build-dir $(BUILD) --asan-build-dir $(BUILD_ASAN)
+
+demo: build
+	@$(ROOT)/scripts/demo.sh $(BUILD)
+
+lint: setup
+	@$(VENV)/bin/ruff check $(ROOT)
+	@$(VENV)/bin/ruff format --check $(ROOT)/mlbridge $(ROOT)/test/python $(ROOT)/scripts
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)
