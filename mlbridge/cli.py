@@ -1,0 +1,253 @@
+"""The ``mlbridge`` command line.
+
+Each subcommand is a :class:`Command`: a name, a help text, a function that adds its
+arguments and a function that runs it. Add a command by appending to :data:`COMMANDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+import mlbridge
+from mlbridge.paths import PLUGIN_FILES, default_build_dir, find_source_dir, plugin_path
+
+__all__ = ["COMMANDS", "CLIError", "Command", "main"]
+
+PROG = "mlbridge"
+_CONFIGURE_STAMP = ".mlbridge-configure.json"
+
+
+class CLIError(Exception):
+    """An error to report as ``mlbridge: error: ...`` with exit status 1."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand of ``mlbridge``."""
+
+    name: str
+    help: str
+    description: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def _status(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+def _build_dir(args: argparse.Namespace) -> Path:
+    if args.build_dir is not None:
+        return Path(args.build_dir).resolve()
+    build = default_build_dir()
+    if build is None:
+        raise CLIError(
+            "cannot find the build folder: this mlbridge is not running from a source "
+            "checkout; pass --build-dir DIR"
+        )
+    return build
+
+
+# -- build ----------------------------------------------------------------------------
+
+
+def _add_build_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--build-dir",
+        metavar="DIR",
+        help="the CMake build folder (default: $MLBRIDGE_BUILD_DIR or <checkout>/build)",
+    )
+    p.add_argument(
+        "--source-dir",
+        metavar="DIR",
+        help="the mlbridge source checkout (default: the checkout this package runs from)",
+    )
+    p.add_argument(
+        "--build-type",
+        default="RelWithDebInfo",
+        metavar="T",
+        help="CMAKE_BUILD_TYPE: Debug, Release, RelWithDebInfo (default) or MinSizeRel",
+    )
+    p.add_argument("-j", "--jobs", type=int, metavar="N", help="parallel build jobs (Ninja -j)")
+    p.add_argument(
+        "--cmake-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an extra argument for the CMake configure step, e.g. "
+        "--cmake-arg=-DMLBRIDGE_ENABLE_MLIR=OFF (repeatable)",
+    )
+
+
+def _source_dir(args: argparse.Namespace) -> Path:
+    if args.source_dir is not None:
+        source = Path(args.source_dir).resolve()
+        if not (source / "CMakeLists.txt").is_file():
+            raise CLIError(f"--source-dir {source} has no CMakeLists.txt")
+        return source
+    source = find_source_dir()
+    if source is None:
+        raise CLIError(
+            "cannot find the mlbridge sources (this package is not running from a source "
+            "checkout); pass --source-dir DIR"
+        )
+    return source
+
+
+def _run_step(step: str, argv: list[str]) -> None:
+    _status(f"{step}: {shlex.join(argv)}")
+    try:
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+    except FileNotFoundError:
+        raise CLIError(f"{step} failed: {argv[0]} not found") from None
+    assert proc.stdout is not None
+    with proc:
+        for line in proc.stdout:
+            sys.stderr.write(line.decode("utf-8", errors="replace"))
+            sys.stderr.flush()
+    if proc.returncode != 0:
+        raise CLIError(f"{step} failed (exit status {proc.returncode})")
+
+
+def _run_build(args: argparse.Namespace) -> int:
+    source = _source_dir(args)
+    if args.build_dir is None and args.source_dir is not None:
+        build = source / "build"
+    else:
+        build = _build_dir(args)
+    for tool in ("cmake", "ninja"):
+        if shutil.which(tool) is None:
+            raise CLIError(f"{tool} is not installed (run `make setup` or install it)")
+    if args.jobs is not None and args.jobs < 1:
+        raise CLIError(f"-j must be at least 1, got {args.jobs}")
+
+    configure = [
+        "cmake",
+        "-S",
+        str(source),
+        "-B",
+        str(build),
+        "-G",
+        "Ninja",
+        f"-DCMAKE_BUILD_TYPE={args.build_type}",
+        f"-DMLBRIDGE_ONNXRUNTIME_ROOT={source / '.deps' / 'onnxruntime'}",
+        *args.cmake_arg,
+    ]
+    stamp = build / _CONFIGURE_STAMP
+    stamp_data = orjson.dumps({"configure": configure})
+    configured = (
+        (build / "build.ninja").is_file()
+        and (build / "CMakeCache.txt").is_file()
+        and stamp.is_file()
+        and stamp.read_bytes() == stamp_data
+    )
+    if configured:
+        _status(f"step 1/2, configure: {build} is already configured with these arguments")
+    else:
+        build.mkdir(parents=True, exist_ok=True)
+        stamp.unlink(missing_ok=True)
+        _run_step("step 1/2, configure", configure)
+        stamp.write_bytes(stamp_data)
+
+    command = ["cmake", "--build", str(build)]
+    if args.jobs is not None:
+        command += ["-j", str(args.jobs)]
+    _run_step("step 2/2, build", command)
+    _status(f"built into {build}")
+    return 0
+
+
+# -- plugin-path ----------------------------------------------------------------------
+
+
+def _add_plugin_path_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "kind",
+        choices=tuple(PLUGIN_FILES),
+        help="llvm: the opt plugin; llc: the llc plugin; mlir: the mlir-opt plugin",
+    )
+    p.add_argument(
+        "--build-dir",
+        metavar="DIR",
+        help="the CMake build folder (default: $MLBRIDGE_BUILD_DIR or <checkout>/build)",
+    )
+
+
+def _run_plugin_path(args: argparse.Namespace) -> int:
+    path = plugin_path(args.kind, _build_dir(args))
+    if not path.is_file():
+        raise CLIError(
+            f"the {args.kind} plugin is not built ({path} does not exist); "
+            "run `mlbridge build` (or `make build`) first"
+        )
+    print(path)
+    return 0
+
+
+COMMANDS: list[Command] = [
+    Command(
+        name="build",
+        help="configure (CMake + Ninja) and build the C++ runtime and pass plugins",
+        description=(
+            "Configure the C++ parts with CMake and Ninja and build them. The configure "
+            "step is skipped when the build folder is already configured with the same "
+            "arguments. CMake and Ninja output is streamed to stderr."
+        ),
+        add_arguments=_add_build_arguments,
+        run=_run_build,
+    ),
+    Command(
+        name="plugin-path",
+        help="print the absolute path of a built pass plugin",
+        description=(
+            "Print the absolute path of the built plugin for opt (llvm), llc or mlir-opt "
+            "(mlir), for use with -load-pass-plugin. Fails if it has not been built."
+        ),
+        add_arguments=_add_plugin_path_arguments,
+        run=_run_plugin_path,
+    ),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Create the argument parser with every command of :data:`COMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="mlbridge: a bridge between compilers (LLVM, MLIR) and ML models.",
+        epilog=f"Run `{PROG} COMMAND --help` for the options of a command.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {mlbridge.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        p = sub.add_parser(command.name, help=command.help, description=command.description)
+        command.add_arguments(p)
+        p.set_defaults(_run=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args))
+    except CLIError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

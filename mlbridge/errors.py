@@ -1,0 +1,56 @@
+"""The exception hierarchy of mlbridge.
+
+Every error raised on purpose by the package derives from :class:`MLBridgeError`, so a
+caller can catch one type. Messages name what went wrong: the tensor, the byte offset,
+the expected and the actual value.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HeaderMismatchError",
+    "InvalidTensorError",
+    "LimitExceededError",
+    "MLBridgeError",
+    "MalformedInputError",
+    "SerDesError",
+    "SpecError",
+    "TruncatedInputError",
+    "UnsupportedValueError",
+]
+
+
+class MLBridgeError(Exception):
+    """Base class of every error raised by mlbridge."""
+
+
+class SpecError(MLBridgeError, ValueError):
+    """A tensor spec is invalid (empty name, unknown type, bad dimension, ...)."""
+
+
+class InvalidTensorError(MLBridgeError, ValueError):
+    """A tensor value cannot be built as asked (wrong dtype, out-of-range value, ...)."""
+
+
+class SerDesError(MLBridgeError):
+    """Encoding or decoding a record failed."""
+
+
+class MalformedInputError(SerDesError):
+    """The input bytes do not follow the wire format."""
+
+
+class TruncatedInputError(MalformedInputError):
+    """The input ended in the middle of a record."""
+
+
+class LimitExceededError(SerDesError):
+    """The input asks for more than a decoder limit allows (see ``DecodeLimits``)."""
+
+
+class UnsupportedValueError(SerDesError):
+    """A record cannot be written in the chosen format (e.g. non-UTF-8 string in JSON)."""
+
+
+class HeaderMismatchError(SerDesError):
+    """A message does not match the stream header (names, order, types, shapes)."""

@@ -1,0 +1,106 @@
+"""Helpers shared by the two line-based formats (bitstream and JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from mlbridge.errors import MalformedInputError, MLBridgeError
+from mlbridge.serdes.base import DecodeLimits
+from mlbridge.serdes.records import Context, End, Header
+from mlbridge.tensor_spec import TensorSpec
+
+END_LINE = b'{"end":true}\n'
+KIND_KEYS = ("observation", "outcome", "advice")
+
+
+def header_line(header: Header) -> bytes:
+    """The header line: LLVM's exact bytes, terminated by newline."""
+    parts = [b'{"features":[', b",".join(s.to_json() for s in header.features), b"]"]
+    if header.score is not None:
+        parts += [b',"score":', header.score.to_json()]
+    if header.advice is not None:
+        parts += [b',"advice":', header.advice.to_json()]
+    parts.append(b"}\n")
+    return b"".join(parts)
+
+
+def context_line(context: Context) -> bytes:
+    """The context line, terminated by newline."""
+    return b'{"context":' + orjson.dumps(context.name) + b"}\n"
+
+
+def parse_line(line: bytes, offset: int) -> dict[str, Any]:
+    """Parse a record line into a JSON object, or raise :class:`MalformedInputError`."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as e:
+        raise MalformedInputError(f"invalid JSON in record at byte offset {offset}: {e}") from None
+    if not isinstance(obj, dict) or not obj:
+        raise MalformedInputError(
+            f"record at byte offset {offset} is not a non-empty JSON object: {line[:80]!r}"
+        )
+    return obj
+
+
+def _spec(obj: object, where: str, offset: int) -> TensorSpec:
+    try:
+        return TensorSpec.from_dict(obj)  # type: ignore[arg-type]
+    except MLBridgeError as e:
+        raise MalformedInputError(f"header at byte offset {offset}: {where}: {e}") from None
+
+
+def parse_header(obj: dict[str, Any], offset: int, limits: DecodeLimits) -> Header:
+    """Build a :class:`Header` from its parsed line."""
+    unknown = set(obj) - {"features", "score", "advice"}
+    if unknown:
+        raise MalformedInputError(
+            f"header at byte offset {offset} has unknown keys {sorted(unknown)}"
+        )
+    features = obj["features"]
+    if not isinstance(features, list):
+        raise MalformedInputError(f"header at byte offset {offset}: 'features' must be a list")
+    limits.check_tensor_count(len(features), offset)
+    specs = tuple(_spec(f, f"feature {i}", offset) for i, f in enumerate(features))
+    optional = {
+        key: None if obj.get(key) is None else _spec(obj[key], key, offset)
+        for key in ("score", "advice")
+    }
+    for spec in (*specs, *(s for s in optional.values() if s is not None)):
+        if spec.rank > limits.max_rank:
+            raise MalformedInputError(
+                f"header at byte offset {offset}: spec {spec.name!r} has rank {spec.rank}, "
+                f"more than max_rank={limits.max_rank}"
+            )
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise MalformedInputError(f"header at byte offset {offset}: duplicate feature {dup!r}")
+    return Header(specs, advice=optional["advice"], score=optional["score"])
+
+
+def parse_simple(obj: dict[str, Any], offset: int) -> Context | End | None:
+    """Parse a context or end line; ``None`` if ``obj`` is neither."""
+    if "context" in obj:
+        if len(obj) != 1 or not isinstance(obj["context"], str):
+            raise MalformedInputError(
+                f'context record at byte offset {offset} must be {{"context":<string>}}'
+            )
+        return Context(obj["context"])
+    if "end" in obj:
+        if len(obj) != 1 or obj["end"] is not True:
+            raise MalformedInputError(f'end record at byte offset {offset} must be {{"end":true}}')
+        return End()
+    return None
+
+
+def message_kind_key(obj: dict[str, Any], offset: int) -> str:
+    """The kind key of a message line, or :class:`MalformedInputError`."""
+    key = next(iter(obj))
+    if key not in KIND_KEYS:
+        raise MalformedInputError(
+            f"record at byte offset {offset} starts with unknown key {key!r} (expected one of "
+            "features, context, observation, outcome, advice, end)"
+        )
+    return key

@@ -1,0 +1,1 @@
+"""Generated protobuf code (see proto/); regenerate with grpc_tools.protoc."""

@@ -1,0 +1,264 @@
+"""The bitstream SerDes: LLVM's training-log / interactive-pipe layout plus extensions.
+
+Each record starts with a JSON line; a message line is followed by the raw values of the
+tensors the header lists for its kind and a final newline. See ``docs/serialization.md``.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+import orjson
+
+from mlbridge.errors import (
+    HeaderMismatchError,
+    InvalidTensorError,
+    LimitExceededError,
+    MalformedInputError,
+    TruncatedInputError,
+    UnsupportedValueError,
+)
+from mlbridge.serdes import _lines
+from mlbridge.serdes.base import SerDes, check_id
+from mlbridge.serdes.reader import ByteReader
+from mlbridge.serdes.records import Context, End, Header, Message, MessageKind, Record
+from mlbridge.tensor import Tensor
+from mlbridge.tensor_spec import ElementType, TensorSpec
+
+__all__ = ["BitstreamSerDes"]
+
+_U32 = struct.Struct("<I")
+_U32_MAX = 2**32 - 1
+
+
+def encode_values(tensor: Tensor) -> bytes:
+    """The bitstream value bytes of one tensor (raw bytes; strings length-prefixed)."""
+    if tensor.type is not ElementType.STRING:
+        return tensor.array.tobytes()
+    parts = []
+    for s in tensor.strings():
+        if len(s) > _U32_MAX:
+            raise UnsupportedValueError(
+                f"tensor {tensor.name!r}: a string element of {len(s)} bytes does not fit "
+                "a uint32 length"
+            )
+        parts += [_U32.pack(len(s)), s]
+    return b"".join(parts)
+
+
+class BitstreamSerDes(SerDes):
+    """LLVM-compatible bitstream: JSON record lines plus raw little-endian values.
+
+    The instance remembers the last header written (for :meth:`encode`) and the last one
+    read (for :meth:`decode`), because messages carry no names or types of their own.
+    """
+
+    name = "bitstream"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.write_header: Header | None = None
+        self.read_header: Header | None = None
+
+    def reset(self) -> None:
+        """Forget both headers."""
+        self.write_header = None
+        self.read_header = None
+
+    # -- encoding --------------------------------------------------------------------
+
+    def encode(self, record: Record) -> bytes:
+        """Encode one record; a message must match the last header written."""
+        if isinstance(record, Message):
+            return self._encode_message(record)
+        if isinstance(record, Header):
+            self.write_header = record
+            return _lines.header_line(record)
+        if isinstance(record, Context):
+            return _lines.context_line(record)
+        if isinstance(record, End):
+            return _lines.END_LINE
+        raise TypeError(f"not a record: {record!r}")
+
+    def _specs(
+        self, header: Header | None, kind: MessageKind, where: str
+    ) -> tuple[TensorSpec, ...]:
+        if header is None:
+            raise HeaderMismatchError(f"{where}: a bitstream {kind.value} needs a header first")
+        specs = header.specs_for(kind)
+        if specs is None:
+            spec_key = "score" if kind is MessageKind.OUTCOME else "advice"
+            raise HeaderMismatchError(
+                f"{where}: the header has no {spec_key} spec, so it cannot carry a "
+                f"{kind.value} message"
+            )
+        return specs
+
+    def _encode_message(self, message: Message) -> bytes:
+        where = f"{message.kind.value} {message.id}"
+        specs = self._specs(self.write_header, message.kind, where)
+        tensors = message.tensors
+        if len(tensors) != len(specs):
+            raise HeaderMismatchError(
+                f"{where}: the header lists {len(specs)} tensors "
+                f"({', '.join(s.name for s in specs)}), the message has {len(tensors)}"
+            )
+        shapes: dict[str, list[int]] = {}
+        for i, (spec, t) in enumerate(zip(specs, tensors, strict=True)):
+            if t.name != spec.name or t.type is not spec.type:
+                raise HeaderMismatchError(
+                    f"{where}: tensor {i} is {t.name!r} ({t.type.llvm_name}), the header "
+                    f"expects {spec.name!r} ({spec.type.llvm_name})"
+                )
+            if not spec.matches(t.shape):
+                raise HeaderMismatchError(
+                    f"{where}: tensor {t.name!r} has shape {list(t.shape)}, the header "
+                    f"expects {list(spec.shape)}"
+                )
+            if spec.is_dynamic:
+                shapes[spec.name] = list(t.shape)
+        line: dict[str, Any] = {message.kind.value: message.id}
+        if shapes:
+            line["shapes"] = shapes
+        parts = [orjson.dumps(line), b"\n"]
+        parts += [encode_values(t) for t in tensors]
+        parts.append(b"\n")
+        return b"".join(parts)
+
+    # -- decoding --------------------------------------------------------------------
+
+    def decode(self, reader: ByteReader) -> Record | None:
+        """Decode the next record; ``None`` at a clean end of stream."""
+        if reader.at_end():
+            return None
+        offset = reader.offset
+        line = reader.read_line(self.limits.max_message_bytes)
+        obj = _lines.parse_line(line, offset)
+        if "features" in obj:
+            self.read_header = _lines.parse_header(obj, offset, self.limits)
+            return self.read_header
+        simple = _lines.parse_simple(obj, offset)
+        if simple is not None:
+            return simple
+        return self._decode_message(obj, reader, offset, len(line) + 1)
+
+    def _decode_message(
+        self, obj: dict[str, Any], reader: ByteReader, offset: int, used: int
+    ) -> Message:
+        key = _lines.message_kind_key(obj, offset)
+        kind = MessageKind(key)
+        msg_id = check_id(obj[key], offset)
+        unknown = set(obj) - {key, "shapes"}
+        if unknown:
+            raise MalformedInputError(
+                f"{key} record at byte offset {offset} has unknown keys {sorted(unknown)}"
+            )
+        where = f"{key} {msg_id} at byte offset {offset}"
+        try:
+            specs = self._specs(self.read_header, kind, where)
+        except HeaderMismatchError as e:
+            raise MalformedInputError(str(e)) from None
+        shapes = self._shapes(obj.get("shapes"), specs, where)
+        budget = self.limits.max_message_bytes - used
+        tensors = []
+        for spec, shape in zip(specs, shapes, strict=True):
+            tensor, size = self._read_tensor(reader, spec, shape, budget, where)
+            budget -= size
+            tensors.append(tensor)
+        end_offset = reader.offset
+        try:
+            newline = reader.read_exact(1)
+        except TruncatedInputError:
+            raise TruncatedInputError(
+                f"{where}: input ends at byte offset {end_offset} before the final newline"
+            ) from None
+        if newline != b"\n":
+            raise MalformedInputError(
+                f"{where}: expected the final newline at byte offset {end_offset}, "
+                f"got {newline!r} (do the values match the header?)"
+            )
+        return Message(kind, msg_id, tuple(tensors))
+
+    def _shapes(
+        self, shapes: object, specs: tuple[TensorSpec, ...], where: str
+    ) -> list[tuple[int, ...]]:
+        if shapes is None:
+            shapes = {}
+        if not isinstance(shapes, dict):
+            raise MalformedInputError(f"{where}: 'shapes' must be an object")
+        by_name = {s.name: s for s in specs}
+        for name in shapes:
+            spec = by_name.get(name)
+            if spec is None:
+                raise MalformedInputError(f"{where}: 'shapes' names unknown tensor {name!r}")
+            if not spec.is_dynamic:
+                raise MalformedInputError(
+                    f"{where}: 'shapes' gives a shape for {name!r}, whose spec is static"
+                )
+        result = []
+        for spec in specs:
+            if not spec.is_dynamic:
+                result.append(spec.shape)
+                continue
+            if spec.name not in shapes:
+                raise MalformedInputError(
+                    f"{where}: no shape for tensor {spec.name!r}, whose spec "
+                    f"{list(spec.shape)} is dynamic"
+                )
+            shape = shapes[spec.name]
+            if (
+                not isinstance(shape, list)
+                or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape)
+                or not spec.matches(shape)
+            ):
+                raise MalformedInputError(
+                    f"{where}: shape {shape!r} of tensor {spec.name!r} contradicts the header "
+                    f"spec {list(spec.shape)}"
+                )
+            result.append(tuple(shape))
+        return result
+
+    def _read_tensor(
+        self,
+        reader: ByteReader,
+        spec: TensorSpec,
+        shape: tuple[int, ...],
+        budget: int,
+        where: str,
+    ) -> tuple[Tensor, int]:
+        start = reader.offset
+        etype = spec.type
+        itemsize = etype.itemsize or _U32.size
+        count = self.limits.check_shape(spec.name, shape, itemsize, start)
+        desc = f"{where}: tensor {spec.name!r} ({etype.llvm_name}{list(shape)})"
+        try:
+            if etype is not ElementType.STRING:
+                size = count * itemsize
+                if size > budget:
+                    raise LimitExceededError(
+                        f"{desc} needs {size} bytes, beyond max_message_bytes="
+                        f"{self.limits.max_message_bytes}"
+                    )
+                raw = reader.read_exact(size)
+                try:
+                    return Tensor.from_bytes(spec.name, etype, shape, raw), size
+                except InvalidTensorError as e:
+                    raise MalformedInputError(f"{desc} at byte offset {start}: {e}") from None
+            items = []
+            size = 0
+            for i in range(count):
+                (n,) = _U32.unpack(reader.read_exact(_U32.size))
+                size += _U32.size + n
+                if size > budget:
+                    raise LimitExceededError(
+                        f"{desc}: string element {i} of {n} bytes goes beyond "
+                        f"max_message_bytes={self.limits.max_message_bytes}"
+                    )
+                items.append(reader.read_exact(n))
+            array = np.empty(count, dtype=object)
+            array[:] = items
+            return Tensor._trusted(spec.name, etype, array.reshape(shape)), size
+        except TruncatedInputError as e:
+            raise TruncatedInputError(f"{desc} starting at byte offset {start}: {e}") from None

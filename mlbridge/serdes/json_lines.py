@@ -1,0 +1,249 @@
+"""The JSON SerDes: one record per line (JSON Lines), self-describing messages.
+
+Numeric data is written by ``orjson`` straight from numpy arrays; its number layout is the
+one ``docs/serialization.md`` specifies (shortest round-trip digits of the tensor's type,
+fixed or scientific notation by exponent). Non-finite floats become the strings
+``"NaN"``, ``"Infinity"`` and ``"-Infinity"``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import orjson
+
+from mlbridge.errors import MalformedInputError, MLBridgeError, UnsupportedValueError
+from mlbridge.serdes import _lines
+from mlbridge.serdes.base import SerDes, check_id
+from mlbridge.serdes.reader import ByteReader
+from mlbridge.serdes.records import Context, End, Header, Message, MessageKind, Record
+from mlbridge.tensor import Tensor
+from mlbridge.tensor_spec import ElementType
+
+__all__ = ["JsonSerDes"]
+
+_NUMPY = orjson.OPT_SERIALIZE_NUMPY
+_NON_FINITE_OUT = {"nan": b'"NaN"', "inf": b'"Infinity"', "-inf": b'"-Infinity"'}
+_NON_FINITE_IN = {"NaN": np.nan, "Infinity": np.inf, "-Infinity": -np.inf}
+_TENSOR_KEYS = ("name", "type", "shape", "data")
+
+
+def _float_data(flat: np.ndarray[Any, np.dtype[Any]]) -> bytes:
+    finite = np.isfinite(flat)
+    if finite.all():
+        return orjson.dumps(flat, option=_NUMPY)
+    # Slow path, only when there is a NaN or an infinity: orjson would write null.
+    # Numbers never contain a comma, so the fast output splits into elements.
+    parts = orjson.dumps(np.where(finite, flat, 0).astype(flat.dtype), option=_NUMPY)[1:-1]
+    items = parts.split(b",")
+    for i in np.flatnonzero(~finite):
+        items[i] = _NON_FINITE_OUT[str(float(flat[i]))]
+    return b"[" + b",".join(items) + b"]"
+
+
+def encode_data(tensor: Tensor) -> bytes:
+    """The JSON ``data`` array of a tensor: flat, row-major."""
+    if tensor.type is ElementType.STRING:
+        texts = []
+        for i, s in enumerate(tensor.strings()):
+            try:
+                texts.append(s.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                raise UnsupportedValueError(
+                    f"tensor {tensor.name!r}: string element {i} is not valid UTF-8 ({e.reason} "
+                    f"at byte {e.start}) and cannot be written in JSON; use the bitstream or "
+                    "protobuf SerDes for binary data"
+                ) from None
+        return orjson.dumps(texts)
+    flat = np.ascontiguousarray(tensor.array).reshape(-1)
+    if tensor.type.is_floating:
+        return _float_data(flat)
+    return orjson.dumps(flat, option=_NUMPY)
+
+
+def encode_tensor(tensor: Tensor) -> bytes:
+    """The JSON object of one tensor."""
+    return b"".join(
+        (
+            b'{"name":',
+            orjson.dumps(tensor.name),
+            b',"type":"',
+            tensor.type.llvm_name.encode(),
+            b'","shape":',
+            orjson.dumps(list(tensor.shape)),
+            b',"data":',
+            encode_data(tensor),
+            b"}",
+        )
+    )
+
+
+def _fail(where: str, message: str) -> MalformedInputError:
+    return MalformedInputError(f"{where}: {message}")
+
+
+def decode_data(data: list[Any], etype: ElementType, where: str) -> np.ndarray[Any, np.dtype[Any]]:
+    """Convert a parsed ``data`` list to a flat numpy array of ``etype``, strictly."""
+    types = set(map(type, data))
+    name = etype.llvm_name
+    if etype is ElementType.STRING:
+        if not types <= {str}:
+            raise _fail(where, f"a string tensor holds JSON strings, got {_type_names(types)}")
+        out = np.empty(len(data), dtype=object)
+        for i, s in enumerate(data):
+            try:
+                out[i] = s.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _fail(where, f"string element {i} is not valid UTF-8") from None
+        return out
+    if etype is ElementType.BOOL:
+        if not types <= {bool}:
+            raise _fail(where, f"a bool tensor holds true/false, got {_type_names(types)}")
+        return np.array(data, dtype=np.bool_)
+    if etype.is_integer:
+        if not types <= {int}:
+            bad = next(x for x in data if type(x) is not int)
+            raise _fail(
+                where, f"{name} element {bad!r} is not an integer (fractions, exponents, "
+                "out-of-range values and non-numbers are rejected)"
+            )  # fmt: skip
+        try:
+            return np.array(data, dtype=etype.numpy_dtype)
+        except OverflowError:
+            info = np.iinfo(etype.numpy_dtype)
+            bad = next(x for x in data if not info.min <= x <= info.max)
+            raise _fail(
+                where, f"value {bad} is out of range for {name} [{info.min}, {info.max}]"
+            ) from None
+    # float / double
+    if not types <= {int, float}:
+        if not types <= {int, float, str}:
+            raise _fail(where, f"a {name} tensor holds numbers, got {_type_names(types)}")
+        try:
+            data = [_NON_FINITE_IN[x] if type(x) is str else x for x in data]
+        except KeyError as e:
+            raise _fail(
+                where, f"string {e.args[0]!r} is not a {name} (only \"NaN\", \"Infinity\", "
+                "\"-Infinity\" are)"
+            ) from None  # fmt: skip
+    wide = np.array(data, dtype=np.float64)
+    if etype is ElementType.DOUBLE:
+        return wide
+    with np.errstate(over="ignore"):
+        narrow = wide.astype(np.float32)
+    overflow = np.isinf(narrow) & np.isfinite(wide)
+    if overflow.any():
+        raise _fail(where, f"value {wide[overflow][0]!r} is out of range for float")
+    return narrow
+
+
+def _type_names(types: set[type]) -> str:
+    names = {bool: "bool", int: "integer", float: "number", str: "string", list: "list",
+             dict: "object", type(None): "null"}  # fmt: skip
+    return ", ".join(sorted(names.get(t, t.__name__) for t in types))
+
+
+def _find_bad_string(line: bytes) -> str | None:
+    """Find the tensor holding an invalid UTF-8 string (slow path for error messages)."""
+    try:
+        obj = json.loads(line.decode("utf-8", errors="surrogateescape"))
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    for t in obj.get("tensors", []) if isinstance(obj.get("tensors"), list) else []:
+        if not isinstance(t, dict) or not isinstance(t.get("data"), list):
+            continue
+        for i, s in enumerate(t["data"]):
+            if isinstance(s, str):
+                try:
+                    s.encode("utf-8")
+                except UnicodeEncodeError:
+                    return f"tensor {t.get('name')!r}: string element {i} is not valid UTF-8"
+    return None
+
+
+class JsonSerDes(SerDes):
+    """JSON Lines: every message carries its tensors' names, types, shapes and values."""
+
+    name = "json"
+
+    def encode(self, record: Record) -> bytes:
+        """Encode one record as one line."""
+        if isinstance(record, Message):
+            tensors = b",".join(encode_tensor(t) for t in record.tensors)
+            head = orjson.dumps({record.kind.value: record.id})[:-1]
+            return head + b',"tensors":[' + tensors + b"]}\n"
+        if isinstance(record, Header):
+            return _lines.header_line(record)
+        if isinstance(record, Context):
+            return _lines.context_line(record)
+        if isinstance(record, End):
+            return _lines.END_LINE
+        raise TypeError(f"not a record: {record!r}")
+
+    def decode(self, reader: ByteReader) -> Record | None:
+        """Decode the next line; ``None`` at a clean end of stream."""
+        if reader.at_end():
+            return None
+        offset = reader.offset
+        line = reader.read_line(self.limits.max_message_bytes)
+        try:
+            obj = _lines.parse_line(line, offset)
+        except MalformedInputError:
+            bad = _find_bad_string(line)
+            if bad is not None:
+                raise MalformedInputError(f"record at byte offset {offset}: {bad}") from None
+            raise
+        if "features" in obj:
+            return _lines.parse_header(obj, offset, self.limits)
+        simple = _lines.parse_simple(obj, offset)
+        if simple is not None:
+            return simple
+        return self._decode_message(obj, offset)
+
+    def _decode_message(self, obj: dict[str, Any], offset: int) -> Message:
+        key = _lines.message_kind_key(obj, offset)
+        msg_id = check_id(obj[key], offset)
+        if set(obj) != {key, "tensors"} or not isinstance(obj["tensors"], list):
+            raise MalformedInputError(
+                f"{key} record at byte offset {offset} must be "
+                f'{{"{key}":<id>,"tensors":[...]}}, got keys {list(obj)}'
+            )
+        items = obj["tensors"]
+        self.limits.check_tensor_count(len(items), offset)
+        tensors = tuple(
+            self._decode_tensor(t, f"{key} {msg_id} at byte offset {offset}: tensor {i}", offset)
+            for i, t in enumerate(items)
+        )
+        return Message(MessageKind(key), msg_id, tensors)
+
+    def _decode_tensor(self, obj: object, where: str, offset: int) -> Tensor:
+        if not isinstance(obj, dict) or tuple(obj) != _TENSOR_KEYS:
+            got = list(obj) if isinstance(obj, dict) else type(obj).__name__
+            raise _fail(where, f"expected an object with keys {list(_TENSOR_KEYS)}, got {got}")
+        name = obj["name"]
+        if not isinstance(name, str) or not name:
+            raise _fail(where, f"tensor name must be a non-empty string, got {name!r}")
+        where = f"{where} ({name!r})"
+        type_name = obj["type"]
+        try:
+            etype = ElementType.from_llvm_name(type_name)
+        except MLBridgeError as e:
+            raise _fail(where, str(e)) from None
+        shape = obj["shape"]
+        if not isinstance(shape, list) or not all(
+            type(d) is int
+            for d in shape  # noqa: E721 - bool is not a dimension
+        ):
+            raise _fail(where, f"shape must be a list of integers, got {shape!r}")
+        count = self.limits.check_shape(name, shape, 1, offset)
+        data = obj["data"]
+        if not isinstance(data, list):
+            raise _fail(where, "data must be a list")
+        if len(data) != count:
+            raise _fail(where, f"shape {shape} needs {count} elements, data has {len(data)}")
+        flat = decode_data(data, etype, where)
+        return Tensor._trusted(name, etype, flat.reshape(shape))

@@ -1,0 +1,233 @@
+"""Element types and tensor specs, mirroring LLVM's ``llvm/Analysis/TensorSpec.h``.
+
+A :class:`TensorSpec` describes a tensor: its name, element type, shape (``-1`` marks a
+dynamic dimension) and port. Its JSON form is byte-identical to LLVM's::
+
+    >>> TensorSpec("callee_basic_block_count", ElementType.INT64, (1,)).to_json()
+    b'{"name":"callee_basic_block_count","type":"int64_t","port":0,"shape":[1]}'
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from mlbridge.errors import SpecError
+
+__all__ = ["DYNAMIC", "ElementType", "TensorSpec"]
+
+#: The dimension value that marks a dynamic dimension.
+DYNAMIC = -1
+
+
+class ElementType(enum.Enum):
+    """The element type of a tensor; the value is the protobuf ``ElementType`` number."""
+
+    INT8 = 1
+    UINT8 = 2
+    INT16 = 3
+    UINT16 = 4
+    INT32 = 5
+    UINT32 = 6
+    INT64 = 7
+    UINT64 = 8
+    FLOAT = 9
+    DOUBLE = 10
+    BOOL = 11
+    STRING = 12
+
+    @property
+    def llvm_name(self) -> str:
+        """The name used in JSON and headers (``"int64_t"``, ``"float"``, ``"string"``)."""
+        return _LLVM_NAMES[self]
+
+    @property
+    def numpy_dtype(self) -> np.dtype[Any]:
+        """The numpy dtype of the values (little-endian; ``object`` for strings)."""
+        return _DTYPES[self]
+
+    @property
+    def itemsize(self) -> int | None:
+        """Bytes per element on the wire, or ``None`` for the variable-size ``STRING``."""
+        return None if self is ElementType.STRING else self.numpy_dtype.itemsize
+
+    @property
+    def is_integer(self) -> bool:
+        """Whether the type is one of the eight integer types."""
+        return self.numpy_dtype.kind in "iu"
+
+    @property
+    def is_floating(self) -> bool:
+        """Whether the type is ``FLOAT`` or ``DOUBLE``."""
+        return self in (ElementType.FLOAT, ElementType.DOUBLE)
+
+    @classmethod
+    def from_llvm_name(cls, name: str) -> ElementType:
+        """Parse a type name as written in JSON (``"int64_t"``); raise :class:`SpecError`."""
+        try:
+            return _BY_LLVM_NAME[name]
+        except (KeyError, TypeError):
+            known = ", ".join(_BY_LLVM_NAME)
+            raise SpecError(f"unknown element type {name!r} (expected one of: {known})") from None
+
+    @classmethod
+    def from_numpy_dtype(cls, dtype: np.dtype[Any] | type) -> ElementType:
+        """The element type whose values have the given numpy dtype."""
+        dt = np.dtype(dtype)
+        for et, et_dtype in _DTYPES.items():
+            if dt.kind == et_dtype.kind and dt.itemsize == et_dtype.itemsize:
+                return et
+        if dt.kind in "SU":
+            return ElementType.STRING
+        raise SpecError(f"no element type for numpy dtype {dt}")
+
+
+_LLVM_NAMES: dict[ElementType, str] = {
+    ElementType.INT8: "int8_t",
+    ElementType.UINT8: "uint8_t",
+    ElementType.INT16: "int16_t",
+    ElementType.UINT16: "uint16_t",
+    ElementType.INT32: "int32_t",
+    ElementType.UINT32: "uint32_t",
+    ElementType.INT64: "int64_t",
+    ElementType.UINT64: "uint64_t",
+    ElementType.FLOAT: "float",
+    ElementType.DOUBLE: "double",
+    ElementType.BOOL: "bool",
+    ElementType.STRING: "string",
+}
+_BY_LLVM_NAME: dict[str, ElementType] = {v: k for k, v in _LLVM_NAMES.items()}
+_DTYPES: dict[ElementType, np.dtype[Any]] = {
+    ElementType.INT8: np.dtype("<i1"),
+    ElementType.UINT8: np.dtype("<u1"),
+    ElementType.INT16: np.dtype("<i2"),
+    ElementType.UINT16: np.dtype("<u2"),
+    ElementType.INT32: np.dtype("<i4"),
+    ElementType.UINT32: np.dtype("<u4"),
+    ElementType.INT64: np.dtype("<i8"),
+    ElementType.UINT64: np.dtype("<u8"),
+    ElementType.FLOAT: np.dtype("<f4"),
+    ElementType.DOUBLE: np.dtype("<f8"),
+    ElementType.BOOL: np.dtype("?"),
+    ElementType.STRING: np.dtype(object),
+}
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise SpecError(f"{what} must be an integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """The description of a tensor: name, element type, shape and port.
+
+    Attributes:
+        name: Non-empty tensor name.
+        type: The element type.
+        shape: Dimensions, each ``>= 0`` or :data:`DYNAMIC` (``-1``); ``()`` is a scalar.
+        port: LLVM's port number, kept for compatibility (default 0).
+    """
+
+    name: str
+    type: ElementType
+    shape: tuple[int, ...] = ()
+    port: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or not _is_utf8(self.name):
+            raise SpecError(f"tensor spec name must be a non-empty UTF-8 string, got {self.name!r}")
+        if isinstance(self.type, str):
+            object.__setattr__(self, "type", ElementType.from_llvm_name(self.type))
+        elif not isinstance(self.type, ElementType):
+            raise SpecError(f"tensor spec {self.name!r}: type must be an ElementType")
+        if isinstance(self.shape, (str, bytes)) or not isinstance(self.shape, Iterable):
+            raise SpecError(f"tensor spec {self.name!r}: shape must be a sequence of integers")
+        shape = tuple(_check_int(d, f"tensor spec {self.name!r}: dimension") for d in self.shape)
+        for d in shape:
+            if d < DYNAMIC:
+                raise SpecError(
+                    f"tensor spec {self.name!r}: dimension {d} is invalid "
+                    "(expected a size >= 0 or -1 for a dynamic dimension)"
+                )
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "port", _check_int(self.port, f"tensor spec {self.name!r}: port"))
+
+    @property
+    def rank(self) -> int:
+        """The number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Whether any dimension is dynamic (``-1``)."""
+        return DYNAMIC in self.shape
+
+    @property
+    def element_count(self) -> int:
+        """The number of elements (1 for a scalar); :class:`SpecError` if dynamic."""
+        if self.is_dynamic:
+            raise SpecError(f"tensor spec {self.name!r} is dynamic: its element count is unknown")
+        return math.prod(self.shape)
+
+    def matches(self, shape: Sequence[int]) -> bool:
+        """Whether a concrete shape fits this spec (same rank, equal static dimensions)."""
+        shape = tuple(shape)
+        if len(shape) != len(self.shape):
+            return False
+        return all(
+            d >= 0 and (s == DYNAMIC or s == d) for s, d in zip(self.shape, shape, strict=True)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of this spec, keys in LLVM's order."""
+        return {"name": self.name, "type": self.type.llvm_name, "port": self.port,
+                "shape": list(self.shape)}  # fmt: skip
+
+    def to_json(self) -> bytes:
+        """LLVM's exact JSON bytes: ``{"name":..,"type":..,"port":0,"shape":[..]}``."""
+        return orjson.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> TensorSpec:
+        """Build a spec from its parsed JSON object; raise :class:`SpecError` if invalid."""
+        if not isinstance(obj, Mapping):
+            raise SpecError(f"a tensor spec must be a JSON object, got {type(obj).__name__}")
+        unknown = set(obj) - {"name", "type", "port", "shape"}
+        if unknown:
+            raise SpecError(f"tensor spec has unknown keys: {sorted(unknown)}")
+        for key in ("name", "type", "shape"):
+            if key not in obj:
+                raise SpecError(f"tensor spec {obj.get('name', '?')!r} has no {key!r}")
+        shape = obj["shape"]
+        if not isinstance(shape, list):
+            raise SpecError(f"tensor spec {obj['name']!r}: shape must be a list")
+        type_name = obj["type"]
+        if not isinstance(type_name, str):
+            raise SpecError(f"tensor spec {obj['name']!r}: type must be a string")
+        return cls(obj["name"], ElementType.from_llvm_name(type_name), tuple(shape),
+                   obj.get("port", 0))  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> TensorSpec:
+        """Parse the JSON form (as produced by :meth:`to_json` or LLVM)."""
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError as e:
+            raise SpecError(f"invalid tensor spec JSON: {e}") from None
+        return cls.from_dict(obj)

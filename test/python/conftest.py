@@ -1,0 +1,16 @@
+"""Shared fixtures and paths for the Python tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+VECTORS = REPO / "test" / "vectors"
+LLVM_FIXTURE = VECTORS / "llvm22" / "llvm22-opt-inliner-interactive.rawlog"
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO

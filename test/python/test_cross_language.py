@@ -1,0 +1,130 @@
+"""Live cross-language checks against the C++ SerDes through ``mlbridge-serdes-tool``.
+
+The tool (built by ``make build`` into ``<build>/bin``) speaks:
+
+- ``encode <serdes>``: one case object ``{"name":..,"records":[...]}`` on stdin, the
+  stream bytes on stdout;
+- ``decode <serdes>``: a stream on stdin, ``{"records":[...]}`` on stdout;
+- exit status 1 and a message on stderr for bad input.
+
+Records use the exact description of ``test/vectors/cases.json``. The build folder is
+``$MLBRIDGE_BUILD_DIR`` or ``<repo>/build``. A missing tool is a failure, never a skip.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from _strategies import streams
+from conftest import REPO, VECTORS
+from hypothesis import HealthCheck, given, settings
+
+from mlbridge.serdes import SERDES_NAMES, get_serdes
+from mlbridge.serdes.vectors import case_to_json, record_from_json
+
+sys.path.insert(0, str(VECTORS))
+import generate  # noqa: E402
+
+TOOL_NAME = "mlbridge-serdes-tool"
+
+
+def build_dir() -> Path:
+    env = os.environ.get("MLBRIDGE_BUILD_DIR")
+    return Path(env) if env else REPO / "build"
+
+
+@pytest.fixture(scope="module")
+def tool() -> Path:
+    path = build_dir() / "bin" / TOOL_NAME
+    if not os.access(path, os.X_OK):
+        pytest.fail(
+            f"{path} is not built: run `make build` (or `mlbridge build`) first, or point "
+            "MLBRIDGE_BUILD_DIR at a build folder that has it",
+            pytrace=False,
+        )
+    return path
+
+
+def run_tool(tool: Path, command: str, serdes: str, data: bytes) -> bytes:
+    result = subprocess.run(
+        [str(tool), command, serdes], input=data, capture_output=True, timeout=60
+    )
+    if result.returncode != 0:
+        raise AssertionError(
+            f"{TOOL_NAME} {command} {serdes} failed with status {result.returncode}: "
+            f"{result.stderr.decode(errors='replace')}"
+        )
+    return result.stdout
+
+
+def tool_encode(tool: Path, serdes: str, records: list, name: str = "generated") -> bytes:
+    return run_tool(tool, "encode", serdes, orjson.dumps(case_to_json(name, records)))
+
+
+def tool_decode(tool: Path, serdes: str, data: bytes) -> list:
+    out = orjson.loads(run_tool(tool, "decode", serdes, data))
+    return [record_from_json(r) for r in out["records"]]
+
+
+@pytest.mark.parametrize("serdes", SERDES_NAMES)
+def test_tool_encodes_every_vector_to_the_checked_in_bytes(tool, serdes):
+    mismatches = [
+        case.name
+        for case in generate.load_cases()
+        if serdes in case.serdes
+        and tool_encode(tool, serdes, list(case.records), case.name)
+        != (VECTORS / f"{case.name}.{serdes}").read_bytes()
+    ]
+    assert mismatches == []
+
+
+@pytest.mark.parametrize("serdes", SERDES_NAMES)
+def test_tool_decodes_every_vector_back_to_the_case(tool, serdes):
+    mismatches = [
+        case.name
+        for case in generate.load_cases()
+        if serdes in case.serdes
+        and tuple(tool_decode(tool, serdes, (VECTORS / f"{case.name}.{serdes}").read_bytes()))
+        != case.records
+    ]
+    assert mismatches == []
+
+
+@pytest.mark.parametrize("serdes", SERDES_NAMES)
+def test_tool_rejects_truncated_input_with_status_1(tool, serdes):
+    data = (VECTORS / f"session.{serdes}").read_bytes()
+    result = subprocess.run(
+        [str(tool), "decode", serdes], input=data[:-2], capture_output=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip()
+
+
+CROSS = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def check_both_ways(tool: Path, serdes: str, records: list) -> None:
+    python_bytes = get_serdes(serdes).encode_stream(records)
+    assert tool_decode(tool, serdes, python_bytes) == records
+    assert tool_encode(tool, serdes, records) == python_bytes
+
+
+@CROSS
+@given(records=streams())
+def test_bitstream_python_and_cpp_agree(tool, records):
+    check_both_ways(tool, "bitstream", records)
+
+
+@CROSS
+@given(records=streams(utf8=True))
+def test_json_python_and_cpp_agree(tool, records):
+    check_both_ways(tool, "json", records)
+
+
+@CROSS
+@given(records=streams())
+def test_protobuf_python_and_cpp_agree(tool, records):
+    check_both_ways(tool, "protobuf", records)

@@ -1,0 +1,297 @@
+import struct
+
+import pytest
+from conftest import VECTORS
+
+from mlbridge import ElementType, Tensor, TensorSpec
+from mlbridge.errors import (
+    HeaderMismatchError,
+    LimitExceededError,
+    MalformedInputError,
+    SerDesError,
+    TruncatedInputError,
+    UnsupportedValueError,
+)
+from mlbridge.serdes import (
+    SERDES_NAMES,
+    BytesReader,
+    DecodeLimits,
+    Header,
+    Message,
+    MessageKind,
+    get_serdes,
+)
+from mlbridge.serdes._proto.mlbridge.v1 import tensor_pb2 as pb
+from mlbridge.serdes.protobuf import encode_varint
+
+STREAMS = [("session", s) for s in SERDES_NAMES] + [
+    ("dynamic_shapes", "bitstream"),
+    ("strings", "bitstream"),
+    ("strings", "json"),
+    ("strings_binary", "protobuf"),
+]
+
+
+def record_ends(serdes: str, data: bytes) -> list[int]:
+    s, reader, ends = get_serdes(serdes), BytesReader(data), [0]
+    while s.decode(reader) is not None:
+        ends.append(reader.offset)
+    return ends
+
+
+@pytest.mark.parametrize(("case", "serdes"), STREAMS, ids=[f"{c}.{s}" for c, s in STREAMS])
+def test_truncation_at_every_offset_is_a_clean_truncation_error(case, serdes):
+    data = (VECTORS / f"{case}.{serdes}").read_bytes()
+    full = get_serdes(serdes).decode_stream(data)
+    ends = record_ends(serdes, data)
+    for cut in range(len(data)):
+        if cut in ends:
+            assert get_serdes(serdes).decode_stream(data[:cut]) == full[: ends.index(cut)]
+            continue
+        with pytest.raises(TruncatedInputError):
+            get_serdes(serdes).decode_stream(data[:cut])
+
+
+BIT_HEADER = b'{"features":[{"name":"x","type":"int64_t","port":0,"shape":[2]}]}\n'
+
+
+def bitstream(body: bytes, header: bytes = BIT_HEADER, **limits: int) -> list:
+    return get_serdes("bitstream", limits=DecodeLimits(**limits)).decode_stream(header + body)
+
+
+def test_bitstream_lying_header_is_an_error_naming_the_tensor():
+    # The header says x has two int64 elements; the message carries one.
+    with pytest.raises(SerDesError, match="'x'"):
+        bitstream(b'{"observation":0}\n' + struct.pack("<q", 5) + b"\n")
+
+
+def test_bitstream_truncated_values_report_tensor_and_offset():
+    with pytest.raises(
+        TruncatedInputError, match=r"tensor 'x' \(int64_t\[2\]\) starting at byte offset 84"
+    ):
+        bitstream(b'{"observation":0}\n' + b"\0" * 9)
+
+
+def test_bitstream_missing_final_newline_is_an_error():
+    with pytest.raises(MalformedInputError, match="final newline"):
+        bitstream(b'{"observation":0}\n' + b"\0" * 16 + b"X")
+
+
+def test_bitstream_unknown_type_in_header_is_an_error():
+    header = b'{"features":[{"name":"x","type":"int128_t","port":0,"shape":[2]}]}\n'
+    with pytest.raises(MalformedInputError, match="int128_t"):
+        bitstream(b"", header=header)
+
+
+def test_bitstream_message_before_header_is_an_error():
+    with pytest.raises(MalformedInputError, match="needs a header"):
+        bitstream(b'{"observation":0}\n\n', header=b"")
+
+
+def test_bitstream_bad_bool_byte_is_an_error():
+    header = b'{"features":[{"name":"b","type":"bool","port":0,"shape":[2]}]}\n'
+    with pytest.raises(MalformedInputError, match="'b'.*byte value 7"):
+        bitstream(b'{"observation":0}\n\x01\x07\n', header=header)
+
+
+DYN_HEADER = b'{"features":[{"name":"d","type":"float","port":0,"shape":[-1,2]}]}\n'
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"observation":0}',  # no shape for a dynamic tensor
+        b'{"observation":0,"shapes":{"d":[3]}}',  # wrong rank
+        b'{"observation":0,"shapes":{"d":[3,5]}}',  # static dimension differs
+        b'{"observation":0,"shapes":{"d":[3,2],"e":[1]}}',  # unknown tensor
+        b'{"observation":0,"shapes":{"d":[-1,2]}}',  # not concrete
+    ],
+)
+def test_bitstream_shapes_that_contradict_the_header_are_errors(line):
+    with pytest.raises(MalformedInputError, match="'[de]'"):
+        bitstream(line + b"\n" + b"\0" * 24 + b"\n", header=DYN_HEADER)
+
+
+def test_bitstream_shape_for_a_static_tensor_is_an_error():
+    with pytest.raises(MalformedInputError, match="static"):
+        bitstream(b'{"observation":0,"shapes":{"x":[2]}}\n' + b"\0" * 16 + b"\n")
+
+
+def test_bitstream_absurd_shape_is_refused_before_allocating():
+    line = b'{"observation":0,"shapes":{"d":[1099511627776,2]}}\n'
+    with pytest.raises(LimitExceededError, match="max_message_bytes"):
+        bitstream(line, header=DYN_HEADER)
+    line = b'{"observation":0,"shapes":{"d":[1099511627777,2]}}\n'
+    with pytest.raises(LimitExceededError, match="max_dim"):
+        bitstream(line, header=DYN_HEADER)
+
+
+def test_bitstream_huge_string_length_is_refused_before_reading():
+    header = b'{"features":[{"name":"s","type":"string","port":0,"shape":[1]}]}\n'
+    with pytest.raises(LimitExceededError, match="'s'"):
+        bitstream(b'{"observation":0}\n' + struct.pack("<I", 2**32 - 1), header=header)
+
+
+def test_bitstream_line_longer_than_the_limit_is_refused():
+    with pytest.raises(LimitExceededError, match="limit of 64 bytes"):
+        bitstream(b"", header=BIT_HEADER, max_message_bytes=64)
+
+
+def test_bitstream_rank_limit_is_configurable():
+    header = b'{"features":[{"name":"x","type":"int8_t","port":0,"shape":[1,1,1]}]}\n'
+    with pytest.raises(MalformedInputError, match="max_rank=2"):
+        bitstream(b"", header=header, max_rank=2)
+
+
+def test_bitstream_writer_refuses_a_message_that_does_not_match_the_header():
+    s = get_serdes("bitstream")
+    s.encode(Header((TensorSpec("x", ElementType.INT64, (2,)),)))
+    with pytest.raises(HeaderMismatchError, match="'y'.*'x'"):
+        s.encode(Message(MessageKind.OBSERVATION, 0, (Tensor("y", "int64_t", [1, 2]),)))
+    with pytest.raises(HeaderMismatchError, match=r"shape \[3\]"):
+        s.encode(Message(MessageKind.OBSERVATION, 0, (Tensor("x", "int64_t", [1, 2, 3]),)))
+    with pytest.raises(HeaderMismatchError, match="no advice spec"):
+        s.encode(Message(MessageKind.ADVICE, 0, ()))
+
+
+@pytest.mark.parametrize("serdes", ["bitstream", "json"])
+@pytest.mark.parametrize(
+    "line",
+    [b"{not json}", b"[1,2]", b"{}", b'{"unknown":1}', b'{"end":false}', b'{"context":5}',
+     b'{"observation":1.5,"tensors":[]}', b'{"observation":true,"tensors":[]}',
+     b'{"observation":99999999999999999999,"tensors":[]}'],
+)  # fmt: skip
+def test_invalid_record_lines_are_malformed_input(serdes, line):
+    with pytest.raises(MalformedInputError, match="offset 0"):
+        get_serdes(serdes).decode_stream(line + b"\n")
+
+
+def json_message(tensor: bytes) -> bytes:
+    return b'{"observation":0,"tensors":[' + tensor + b"]}\n"
+
+
+@pytest.mark.parametrize(
+    ("tensor", "message"),
+    [
+        (b'{"name":"i","type":"int32_t","shape":[1],"data":[1.5]}', "not an integer"),
+        (b'{"name":"i","type":"int32_t","shape":[1],"data":[1.0]}', "not an integer"),
+        (b'{"name":"i","type":"int32_t","shape":[1],"data":[1e3]}', "not an integer"),
+        (b'{"name":"i","type":"int8_t","shape":[1],"data":[128]}', "out of range"),
+        (b'{"name":"i","type":"uint64_t","shape":[1],"data":[-1]}', "out of range"),
+        (b'{"name":"i","type":"uint64_t","shape":[1],"data":[18446744073709551616]}',
+         "not an integer"),
+        (b'{"name":"i","type":"int64_t","shape":[1],"data":[true]}', "not an integer"),
+        (b'{"name":"b","type":"bool","shape":[1],"data":[1]}', "true/false"),
+        (b'{"name":"s","type":"string","shape":[1],"data":[1]}', "JSON strings"),
+        (b'{"name":"f","type":"float","shape":[1],"data":["nan"]}', "'nan'"),
+        (b'{"name":"f","type":"float","shape":[1],"data":[1e39]}', "out of range for float"),
+        (b'{"name":"f","type":"float","shape":[1],"data":[null]}', "null"),
+        (b'{"name":"f","type":"float","shape":[2],"data":[1.0]}', "needs 2 elements"),
+        (b'{"name":"f","type":"float","shape":[1,1],"data":[[1.0]]}', "list"),
+        (b'{"name":"f","type":"float128","shape":[1],"data":[1.0]}', "unknown element type"),
+        (b'{"name":"f","type":"float","shape":[-1],"data":[]}', "not a concrete size"),
+        (b'{"name":"","type":"float","shape":[1],"data":[1]}', "non-empty"),
+        (b'{"type":"float","name":"f","shape":[1],"data":[1]}', "keys"),
+    ],
+)  # fmt: skip
+def test_json_strict_value_checks_reject_bad_tensors(tensor, message):
+    with pytest.raises(MalformedInputError, match=message):
+        get_serdes("json").decode_stream(json_message(tensor))
+
+
+def test_json_accepts_integer_literals_for_float_tensors():
+    t = b'{"name":"f","type":"double","shape":[2],"data":[2,-3]}'
+    (msg,) = get_serdes("json").decode_stream(json_message(t))
+    assert msg.tensors[0] == Tensor("f", "double", [2.0, -3.0])
+
+
+def test_json_absurd_shape_is_refused_before_allocating():
+    t = b'{"name":"f","type":"float","shape":[1099511627776,1099511627776],"data":[]}'
+    with pytest.raises(LimitExceededError, match="'f'"):
+        get_serdes("json").decode_stream(json_message(t))
+
+
+def test_json_invalid_utf8_string_element_is_an_error_naming_the_tensor():
+    t = b'{"name":"words","type":"string","shape":[2],"data":["ok","\xff\xfe"]}'
+    with pytest.raises(MalformedInputError, match="'words'.*element 1.*UTF-8"):
+        get_serdes("json").decode_stream(json_message(t))
+
+
+def test_json_lone_surrogate_escape_is_an_error_naming_the_tensor():
+    t = b'{"name":"words","type":"string","shape":[1],"data":["\\ud800"]}'
+    with pytest.raises(MalformedInputError, match="'words'.*UTF-8"):
+        get_serdes("json").decode_stream(json_message(t))
+
+
+def test_json_writer_refuses_non_utf8_strings_naming_the_tensor():
+    msg = Message(MessageKind.OBSERVATION, 0, (Tensor("blob", "string", [b"\xff"]),))
+    with pytest.raises(UnsupportedValueError, match="'blob'.*not valid UTF-8"):
+        get_serdes("json").encode(msg)
+
+
+def test_json_tensor_count_limit_is_enforced():
+    t = b'{"name":"f","type":"float","shape":[],"data":[1]}'
+    line = b'{"observation":0,"tensors":[' + b",".join([t] * 3) + b"]}\n"
+    with pytest.raises(LimitExceededError, match="max_tensors=2"):
+        get_serdes("json", limits=DecodeLimits(max_tensors=2)).decode_stream(line)
+
+
+def proto_stream(rec) -> bytes:
+    body = rec.SerializeToString()
+    return encode_varint(len(body)) + body
+
+
+def test_protobuf_unknown_element_type_is_an_error():
+    rec = pb.Record()
+    t = rec.message.tensors.add(name="x", type=99, shape=[1], data=b"\0")
+    assert t.type == 99
+    with pytest.raises(MalformedInputError, match="'x'.*unknown element type number 99"):
+        get_serdes("protobuf").decode_stream(proto_stream(rec))
+
+
+def test_protobuf_lying_shape_is_an_error_naming_the_tensor():
+    rec = pb.Record()
+    rec.message.tensors.add(name="x", type=pb.ELEMENT_TYPE_INT32, shape=[3], data=b"\0" * 8)
+    with pytest.raises(MalformedInputError, match="'x'.*expected 12 bytes, got 8"):
+        get_serdes("protobuf").decode_stream(proto_stream(rec))
+
+
+def test_protobuf_bad_bool_byte_is_an_error():
+    rec = pb.Record()
+    rec.message.tensors.add(name="b", type=pb.ELEMENT_TYPE_BOOL, shape=[2], data=b"\x00\x02")
+    with pytest.raises(MalformedInputError, match="'b'.*byte value 2"):
+        get_serdes("protobuf").decode_stream(proto_stream(rec))
+
+
+def test_protobuf_absurd_shape_is_refused_before_allocating():
+    rec = pb.Record()
+    rec.message.tensors.add(name="x", type=pb.ELEMENT_TYPE_FLOAT, shape=[2**40, 2**40])
+    with pytest.raises(LimitExceededError, match="'x'"):
+        get_serdes("protobuf").decode_stream(proto_stream(rec))
+
+
+def test_protobuf_huge_length_prefix_is_refused_before_reading():
+    with pytest.raises(LimitExceededError, match="max_message_bytes"):
+        get_serdes("protobuf").decode_stream(encode_varint(2**40) + b"\0")
+
+
+def test_protobuf_overlong_varint_is_an_error():
+    with pytest.raises(MalformedInputError, match="varint"):
+        get_serdes("protobuf").decode_stream(b"\xff" * 11)
+
+
+def test_protobuf_garbage_body_is_an_error():
+    with pytest.raises(MalformedInputError, match="not a valid mlbridge.v1.Record"):
+        get_serdes("protobuf").decode_stream(b"\x03\xff\xff\xff")
+
+
+def test_protobuf_empty_record_is_an_error():
+    with pytest.raises(MalformedInputError, match="none of"):
+        get_serdes("protobuf").decode_stream(b"\x00")
+
+
+def test_protobuf_string_data_mismatch_is_an_error():
+    rec = pb.Record()
+    rec.message.tensors.add(name="s", type=pb.ELEMENT_TYPE_STRING, shape=[1], data=b"x")
+    with pytest.raises(MalformedInputError, match="'s'.*'data'"):
+        get_serdes("protobuf").decode_stream(proto_stream(rec))
