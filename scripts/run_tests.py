@@ -88,7 +88,10 @@ def suite_lit(build: Path) -> SuiteResult:
     rc, out = run([str(lit), "-sv", str(build / "test" / "lit")])
     passed = count(r"^\s*Passed\s*:\s*(\d+)", out)
     failed = count(r"^\s*(?:Failed|Unresolved|Timed Out|Unexpectedly Passed)\s*:\s*(\d+)", out)
-    return SuiteResult("lit", passed, failed, time.monotonic() - start, rc)
+    # An unsupported test is one whose dependency is missing: a failure here.
+    unsupported = count(r"^\s*Unsupported\s*:\s*(\d+)", out)
+    return SuiteResult("lit", passed, failed + unsupported, time.monotonic() - start, rc,
+                       f"{unsupported} unsupported" if unsupported else "")
 
 
 def suite_ctest(name: str, build: Path, env: dict[str, str] | None = None) -> SuiteResult:

@@ -1,0 +1,86 @@
+# Install rules and the CMake package of mlbridge, so that out-of-tree
+# projects can do
+#   find_package(MLBridge CONFIG REQUIRED)
+#   target_link_libraries(app PRIVATE MLBridge::Runtime)        # or RuntimeStatic
+# Components:
+#   mlbridge_dev      runtime libraries, headers, CMake package files
+#   mlbridge_plugins  the opt/llc/mlir-opt plugins
+# e.g. `cmake --install <build> --prefix <dir> --component mlbridge_dev`.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(MLBRIDGE_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/MLBridge" CACHE STRING
+    "Where the MLBridge CMake package files are installed (relative to the prefix)")
+
+# Runtime libraries, exported as MLBridge::Runtime and MLBridge::RuntimeStatic.
+set(_mlbridge_export_targets "")
+foreach(_mlbridge_pair "MLBridgeRuntime;Runtime" "MLBridgeRuntimeStatic;RuntimeStatic")
+  list(GET _mlbridge_pair 0 _mlbridge_target)
+  list(GET _mlbridge_pair 1 _mlbridge_export_name)
+  if(TARGET ${_mlbridge_target})
+    set_target_properties(${_mlbridge_target} PROPERTIES EXPORT_NAME ${_mlbridge_export_name})
+    list(APPEND _mlbridge_export_targets ${_mlbridge_target})
+  endif()
+endforeach()
+
+if(_mlbridge_export_targets)
+  install(TARGETS ${_mlbridge_export_targets}
+    EXPORT MLBridgeTargets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT mlbridge_dev
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT mlbridge_dev
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT mlbridge_dev
+    INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT MLBridgeTargets
+    NAMESPACE MLBridge::
+    DESTINATION ${MLBRIDGE_INSTALL_CMAKEDIR}
+    COMPONENT mlbridge_dev)
+  set(MLBRIDGE_PACKAGE_HAS_TARGETS TRUE)
+else()
+  message(STATUS "mlbridge: no runtime targets yet: the package exports no library")
+  set(MLBRIDGE_PACKAGE_HAS_TARGETS FALSE)
+endif()
+
+# Public headers (include/mlbridge/**), plus generated headers the runtime
+# may place under <build>/include/mlbridge.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/mlbridge
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+  COMPONENT mlbridge_dev
+  FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" PATTERN "*.def" PATTERN "*.inc")
+if(IS_DIRECTORY ${PROJECT_BINARY_DIR}/include/mlbridge)
+  install(DIRECTORY ${PROJECT_BINARY_DIR}/include/mlbridge
+    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+    COMPONENT mlbridge_dev
+    FILES_MATCHING PATTERN "*.h" PATTERN "*.inc")
+endif()
+
+# Plugins, same file names as in the build tree.
+if(MLBRIDGE_BUILD_PLUGINS AND MLBRIDGE_PLUGIN_TARGETS)
+  install(TARGETS ${MLBRIDGE_PLUGIN_TARGETS}
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    COMPONENT mlbridge_plugins)
+endif()
+
+# What the config file needs to re-find the runtime's dependencies.
+set(MLBRIDGE_PACKAGE_LLVM_DIR "${LLVM_DIR}")
+set(MLBRIDGE_PACKAGE_ONNXRUNTIME_LIBRARY "")
+set(MLBRIDGE_PACKAGE_ONNXRUNTIME_INCLUDE_DIR "")
+if(MLBRIDGE_ENABLE_ONNX)
+  set(MLBRIDGE_PACKAGE_ONNXRUNTIME_LIBRARY "${MLBRIDGE_ONNXRUNTIME_LIBRARY}")
+  set(MLBRIDGE_PACKAGE_ONNXRUNTIME_INCLUDE_DIR "${MLBRIDGE_ONNXRUNTIME_INCLUDE_DIR}")
+endif()
+
+configure_package_config_file(
+  ${CMAKE_CURRENT_LIST_DIR}/MLBridgeConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/cmake/MLBridgeConfig.cmake
+  INSTALL_DESTINATION ${MLBRIDGE_INSTALL_CMAKEDIR}
+  PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_LIBDIR)
+# 0.x: minor versions may break compatibility.
+write_basic_package_version_file(
+  ${PROJECT_BINARY_DIR}/cmake/MLBridgeConfigVersion.cmake
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMinorVersion)
+install(FILES
+  ${PROJECT_BINARY_DIR}/cmake/MLBridgeConfig.cmake
+  ${PROJECT_BINARY_DIR}/cmake/MLBridgeConfigVersion.cmake
+  DESTINATION ${MLBRIDGE_INSTALL_CMAKEDIR}
+  COMPONENT mlbridge_dev)

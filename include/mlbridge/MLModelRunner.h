@@ -1,0 +1,261 @@
+//===- MLModelRunner.h - Ask a model for a decision ------------*- C++ -*-===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The interface a pass uses: fill features, then evaluate<T>(). Runners
+/// (pipes, gRPC, ONNX, AOT, callbacks) derive from MLModelRunner and only
+/// implement evaluateUntyped().
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MLBRIDGE_MLMODELRUNNER_H
+#define MLBRIDGE_MLMODELRUNNER_H
+
+#include "mlbridge/Tensor.h"
+#include "mlbridge/TensorSpec.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mlbridge {
+
+/// Asks a model for advice about a set of features.
+///
+/// Buffer contract (LLVM's MLGO): the runner owns one buffer per feature
+/// spec, created in the constructor. A static feature's buffer keeps its
+/// address for the runner's lifetime; a dynamic feature's buffer moves only
+/// when it is set with a different element count. evaluate() never resets
+/// the buffers, so features a pass does not set keep their last value.
+///
+/// Thread safety: a runner is used by one thread at a time.
+class MLModelRunner {
+public:
+  virtual ~MLModelRunner();
+  MLModelRunner(const MLModelRunner &) = delete;
+  MLModelRunner &operator=(const MLModelRunner &) = delete;
+
+  /// The feature specs, in order.
+  llvm::ArrayRef<TensorSpec> featureSpecs() const { return Specs; }
+  /// The advice spec.
+  const TensorSpec &adviceSpec() const { return Advice; }
+  /// The index of feature \p Name, if there is one.
+  std::optional<size_t> getFeatureIndex(llvm::StringRef Name) const;
+  /// The current value of feature \p Index.
+  const TensorValue &getFeature(size_t Index) const { return Buffers[Index]; }
+
+  /// Returns a pointer to the buffer of feature \p Index, whose element type
+  /// must be \p T (asserted), as LLVM's MLModelRunner::getTensor does.
+  template <typename T> T *getTensor(size_t Index) {
+    static_assert(!std::is_same_v<T, std::string>,
+                  "use getFeature() for string features");
+    return Buffers[Index].mutableData<T>().data();
+  }
+  /// Returns the buffer of feature \p Name as elements of \p T, or an error
+  /// naming the feature if it does not exist or has another type.
+  template <typename T>
+  llvm::Expected<llvm::MutableArrayRef<T>> getTensor(llvm::StringRef Name) {
+    llvm::Expected<size_t> I = lookup(Name);
+    if (!I)
+      return I.takeError();
+    return Buffers[*I].getMutableData<T>();
+  }
+
+  /// Sets feature \p Name to \p Value: a scalar, a std::vector<T>, an
+  /// llvm::ArrayRef<T>, a std::string or a std::vector<std::string>. The
+  /// element type must be the spec's exactly; the element count must match
+  /// a static shape, and sets the dynamic dimension of a spec that has one.
+  template <typename V>
+  llvm::Error setFeature(llvm::StringRef Name, const V &Value) {
+    return setFeatureImpl(Name, Value);
+  }
+
+  /// Sets feature \p Name to \p Data with the concrete shape \p Shape, which
+  /// must match the spec (for specs with several dynamic dimensions).
+  template <typename T>
+  llvm::Error setFeatureWithShape(llvm::StringRef Name,
+                                  llvm::ArrayRef<int64_t> Shape,
+                                  llvm::ArrayRef<T> Data) {
+    if constexpr (std::is_same_v<T, std::string>)
+      return setFeatureStrings(Name, Data, Shape);
+    else
+      return setFeatureRaw(
+          Name, elementTypeOf<T>,
+          llvm::ArrayRef<char>(reinterpret_cast<const char *>(Data.data()),
+                               Data.size() * sizeof(T)),
+          Shape);
+  }
+
+  /// Sets feature \p Name from raw little-endian elements of \p Type (for
+  /// bindings that know types only at run time). \p Shape, if given, is
+  /// the concrete shape; otherwise it is worked out as setFeature() does.
+  llvm::Error
+  setFeatureRaw(llvm::StringRef Name, ElementType Type,
+                llvm::ArrayRef<char> Bytes,
+                std::optional<llvm::ArrayRef<int64_t>> Shape = std::nullopt);
+
+  /// Sets string feature \p Name to \p Strings (see setFeatureRaw()).
+  llvm::Error setFeatureStrings(
+      llvm::StringRef Name, llvm::ArrayRef<std::string> Strings,
+      std::optional<llvm::ArrayRef<int64_t>> Shape = std::nullopt);
+
+  /// Sets several features, each given as a pair of name and value (see
+  /// setFeature()): `populateFeatures(std::pair(StringRef("a"), 1.0f),
+  /// std::make_pair("b", Vec))`. Stops at the first error.
+  template <typename P, typename... Ps>
+  llvm::Error populateFeatures(const P &First, const Ps &...Rest) {
+    if (llvm::Error E = setFeature(llvm::StringRef(First.first), First.second))
+      return E;
+    if constexpr (sizeof...(Rest) == 0)
+      return llvm::Error::success();
+    else
+      return populateFeatures(Rest...);
+  }
+
+  /// Runs the model and returns its advice, checked against the advice spec
+  /// (type and shape).
+  llvm::Expected<TensorValue> evaluateChecked();
+
+  /// Runs the model and returns its advice as \p T: a scalar (the advice
+  /// must have one element), std::string, or std::vector of those. The
+  /// advice's element type must be \p T's exactly.
+  template <typename T> llvm::Expected<T> evaluate() {
+    if constexpr (IsVector<T>::value) {
+      return evaluateVector<typename T::value_type>();
+    } else {
+      llvm::Expected<TensorValue> R = evaluateTyped(elementTypeOf<T>);
+      if (!R)
+        return R.takeError();
+      if (R->getElementCount() != 1)
+        return scalarCountError(R->getElementCount());
+      return R->template data<T>()[0];
+    }
+  }
+
+  /// Runs the model and returns all elements of its advice as \p T.
+  template <typename T> llvm::Expected<std::vector<T>> evaluateVector() {
+    llvm::Expected<TensorValue> R = evaluateTyped(elementTypeOf<T>);
+    if (!R)
+      return R.takeError();
+    llvm::ArrayRef<T> D = R->template data<T>();
+    return std::vector<T>(D.begin(), D.end());
+  }
+
+protected:
+  /// Creates the feature buffers: zero-filled, dynamic dimensions of size 0.
+  /// The specs must be valid (see checkSpecs()).
+  MLModelRunner(std::vector<TensorSpec> FeatureSpecs, TensorSpec AdviceSpec);
+
+  /// Checks what the constructor needs: unique feature names and buffers of
+  /// a reasonable size. Derived classes' factories call it.
+  static llvm::Error checkSpecs(llvm::ArrayRef<TensorSpec> FeatureSpecs,
+                                const TensorSpec &AdviceSpec);
+
+  /// Runs the model on \p Features (views of the buffers, in spec order).
+  virtual llvm::Expected<TensorValue>
+  evaluateUntyped(llvm::ArrayRef<TensorRef> Features) = 0;
+
+private:
+  template <typename T> struct IsVector : std::false_type {};
+  template <typename T, typename A>
+  struct IsVector<std::vector<T, A>> : std::true_type {};
+
+  llvm::Expected<size_t> lookup(llvm::StringRef Name) const;
+  llvm::Expected<TensorValue> evaluateTyped(ElementType Want);
+  llvm::Error scalarCountError(size_t Count) const;
+
+  template <typename T>
+  llvm::Error setArray(llvm::StringRef Name, llvm::ArrayRef<T> Data) {
+    if constexpr (std::is_same_v<T, std::string>)
+      return setFeatureStrings(Name, Data);
+    else
+      return setFeatureRaw(
+          Name, elementTypeOf<T>,
+          llvm::ArrayRef<char>(reinterpret_cast<const char *>(Data.data()),
+                               Data.size() * sizeof(T)));
+  }
+
+  template <typename T>
+  llvm::Error setFeatureImpl(llvm::StringRef Name, const T &Value) {
+    static_assert(IsElementType<T>::value,
+                  "feature values are int8_t..uint64_t, float, double, bool "
+                  "or std::string (exactly)");
+    return setArray<T>(Name, llvm::ArrayRef<T>(Value));
+  }
+  template <typename T>
+  llvm::Error setFeatureImpl(llvm::StringRef Name, const std::vector<T> &V) {
+    if constexpr (std::is_same_v<T, bool>) {
+      // std::vector<bool> is packed; copy to one byte per element.
+      std::vector<char> Bytes(V.begin(), V.end());
+      return setFeatureRaw(Name, ElementType::Bool, Bytes);
+    } else {
+      return setArray<T>(Name, V);
+    }
+  }
+  template <typename T>
+  llvm::Error setFeatureImpl(llvm::StringRef Name, const llvm::ArrayRef<T> &V) {
+    return setArray<T>(Name, V);
+  }
+  template <size_t N>
+  llvm::Error setFeatureImpl(llvm::StringRef Name, const char (&S)[N]) {
+    return setFeatureImpl(Name, std::string(S));
+  }
+  llvm::Error setFeatureImpl(llvm::StringRef Name, const char *const &S) {
+    return setFeatureImpl(Name, std::string(S));
+  }
+  llvm::Error setFeatureImpl(llvm::StringRef Name, const llvm::StringRef &S) {
+    return setFeatureImpl(Name, S.str());
+  }
+
+  std::vector<TensorSpec> Specs;
+  TensorSpec Advice;
+  std::vector<TensorValue> Buffers;
+  std::vector<TensorRef> Refs;
+};
+
+/// A runner that calls a function: for tests and simple in-process policies.
+class CallbackModelRunner final : public MLModelRunner {
+public:
+  /// The policy: features in, advice out.
+  using Callback =
+      std::function<llvm::Expected<TensorValue>(llvm::ArrayRef<TensorRef>)>;
+
+  /// Creates a runner, checking the specs (see MLModelRunner::checkSpecs()).
+  static llvm::Expected<std::unique_ptr<CallbackModelRunner>>
+  create(std::vector<TensorSpec> FeatureSpecs, TensorSpec AdviceSpec,
+         Callback Policy);
+
+protected:
+  llvm::Expected<TensorValue>
+  evaluateUntyped(llvm::ArrayRef<TensorRef> Features) override;
+
+private:
+  /// Keeps the constructor to create() while allowing std::make_unique.
+  struct PrivateTag {
+    explicit PrivateTag() = default;
+  };
+
+public:
+  /// Use create().
+  CallbackModelRunner(PrivateTag, std::vector<TensorSpec> FeatureSpecs,
+                      TensorSpec AdviceSpec, Callback Policy)
+      : MLModelRunner(std::move(FeatureSpecs), std::move(AdviceSpec)),
+        Policy(std::move(Policy)) {}
+
+private:
+  Callback Policy;
+};
+
+} // namespace mlbridge
+
+#endif // MLBRIDGE_MLMODELRUNNER_H

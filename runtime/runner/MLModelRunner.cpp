@@ -1,0 +1,253 @@
+//===- MLModelRunner.cpp - Ask a model for a decision ---------------------===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlbridge/MLModelRunner.h"
+
+#include "llvm/ADT/StringSet.h"
+
+using namespace llvm;
+
+namespace mlbridge {
+
+// Feature buffers are allocated up front; larger ones are almost certainly a
+// spec error rather than a real feature.
+static constexpr uint64_t MaxFeatureBytes = uint64_t(1) << 32;
+
+MLModelRunner::~MLModelRunner() = default;
+
+Error MLModelRunner::checkSpecs(ArrayRef<TensorSpec> FeatureSpecs,
+                                const TensorSpec &AdviceSpec) {
+  StringSet<> Seen;
+  for (const TensorSpec &S : FeatureSpecs) {
+    if (!Seen.insert(S.name()).second)
+      return createStringError(inconvertibleErrorCode(),
+                               "feature '%s' is listed twice",
+                               S.name().c_str());
+    std::vector<int64_t> Initial(S.shape().begin(), S.shape().end());
+    for (int64_t &D : Initial)
+      if (D == DynamicDim)
+        D = 0;
+    std::optional<uint64_t> Count = shapeElementCount(Initial);
+    uint64_t Size = S.type() == ElementType::String ? sizeof(std::string)
+                                                    : elementSize(S.type());
+    if (!Count || *Count > MaxFeatureBytes / Size)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "feature '%s' needs a buffer above %llu bytes", S.name().c_str(),
+          static_cast<unsigned long long>(MaxFeatureBytes));
+  }
+  (void)AdviceSpec;
+  return Error::success();
+}
+
+MLModelRunner::MLModelRunner(std::vector<TensorSpec> FeatureSpecs,
+                             TensorSpec AdviceSpec)
+    : Specs(std::move(FeatureSpecs)), Advice(std::move(AdviceSpec)) {
+  assert(!checkSpecs(Specs, Advice) && "invalid runner specs");
+  Buffers.reserve(Specs.size());
+  for (const TensorSpec &S : Specs) {
+    std::vector<int64_t> Shape(S.shape().begin(), S.shape().end());
+    for (int64_t &D : Shape)
+      if (D == DynamicDim)
+        D = 0;
+    Buffers.push_back(cantFail(TensorValue::create(S.name(), S.type(), Shape)));
+  }
+}
+
+std::optional<size_t> MLModelRunner::getFeatureIndex(StringRef Name) const {
+  for (size_t I = 0; I < Specs.size(); ++I)
+    if (Specs[I].name() == Name)
+      return I;
+  return std::nullopt;
+}
+
+Expected<size_t> MLModelRunner::lookup(StringRef Name) const {
+  if (std::optional<size_t> I = getFeatureIndex(Name))
+    return *I;
+  return createStringError(inconvertibleErrorCode(), "unknown feature '%s'",
+                           Name.str().c_str());
+}
+
+/// Works out the concrete shape for \p Count elements of \p Spec: a static
+/// shape must have that many; one dynamic dimension takes what is left.
+static Expected<std::vector<int64_t>> shapeFor(const TensorSpec &Spec,
+                                               size_t Count) {
+  std::vector<int64_t> Shape(Spec.shape().begin(), Spec.shape().end());
+  size_t NumDynamic = llvm::count(Shape, DynamicDim);
+  uint64_t StaticCount = 1;
+  for (int64_t D : Shape)
+    if (D != DynamicDim)
+      StaticCount *= static_cast<uint64_t>(D);
+  if (NumDynamic == 0) {
+    if (StaticCount != Count)
+      return createStringError(
+          inconvertibleErrorCode(), "feature '%s' has %llu elements, given %zu",
+          Spec.name().c_str(), static_cast<unsigned long long>(StaticCount),
+          Count);
+    return Shape;
+  }
+  if (NumDynamic > 1)
+    return createStringError(inconvertibleErrorCode(),
+                             "feature '%s' has %zu dynamic dimensions; use "
+                             "setFeatureWithShape()",
+                             Spec.name().c_str(), NumDynamic);
+  if (StaticCount == 0 ? Count != 0 : Count % StaticCount != 0)
+    return createStringError(inconvertibleErrorCode(),
+                             "feature '%s': %zu elements do not fill shape %s",
+                             Spec.name().c_str(), Count, Spec.toJSON().c_str());
+  for (int64_t &D : Shape)
+    if (D == DynamicDim)
+      D = StaticCount == 0 ? 0 : static_cast<int64_t>(Count / StaticCount);
+  return Shape;
+}
+
+Error MLModelRunner::setFeatureRaw(StringRef Name, ElementType Type,
+                                   ArrayRef<char> Bytes,
+                                   std::optional<ArrayRef<int64_t>> Shape) {
+  Expected<size_t> I = lookup(Name);
+  if (!I)
+    return I.takeError();
+  const TensorSpec &Spec = Specs[*I];
+  if (Spec.type() != Type)
+    return createStringError(
+        inconvertibleErrorCode(), "feature '%s' is %s, given %s",
+        Spec.name().c_str(), elementTypeName(Spec.type()).data(),
+        elementTypeName(Type).data());
+  if (Type == ElementType::String)
+    return createStringError(inconvertibleErrorCode(),
+                             "feature '%s': strings need setFeatureStrings()",
+                             Spec.name().c_str());
+  size_t Count = Bytes.size() / elementSize(Type);
+  if (Count * elementSize(Type) != Bytes.size())
+    return createStringError(inconvertibleErrorCode(),
+                             "feature '%s': %zu bytes is not a whole number "
+                             "of %s elements",
+                             Spec.name().c_str(), Bytes.size(),
+                             elementTypeName(Type).data());
+  std::vector<int64_t> Concrete;
+  if (Shape) {
+    if (!Spec.matchesConcreteShape(*Shape) ||
+        shapeElementCount(*Shape) != std::optional<uint64_t>(Count))
+      return createStringError(inconvertibleErrorCode(),
+                               "feature '%s': shape and %zu elements do not "
+                               "match spec %s",
+                               Spec.name().c_str(), Count,
+                               Spec.toJSON().c_str());
+    Concrete.assign(Shape->begin(), Shape->end());
+  } else {
+    Expected<std::vector<int64_t>> S = shapeFor(Spec, Count);
+    if (!S)
+      return S.takeError();
+    Concrete = std::move(*S);
+  }
+  if (Type == ElementType::Bool)
+    for (size_t J = 0; J < Bytes.size(); ++J)
+      if (Bytes[J] != 0 && Bytes[J] != 1)
+        return createStringError(inconvertibleErrorCode(),
+                                 "feature '%s': bool element %zu is not 0 or 1",
+                                 Spec.name().c_str(), J);
+  TensorValue &Buf = Buffers[*I];
+  if (Buf.shape() != ArrayRef<int64_t>(Concrete))
+    if (Error E = Buf.reshape(Concrete))
+      return E;
+  if (!Bytes.empty())
+    std::memcpy(Buf.mutableBytes().data(), Bytes.data(), Bytes.size());
+  return Error::success();
+}
+
+Error MLModelRunner::setFeatureStrings(StringRef Name,
+                                       ArrayRef<std::string> Strings,
+                                       std::optional<ArrayRef<int64_t>> Shape) {
+  Expected<size_t> I = lookup(Name);
+  if (!I)
+    return I.takeError();
+  const TensorSpec &Spec = Specs[*I];
+  if (Spec.type() != ElementType::String)
+    return createStringError(
+        inconvertibleErrorCode(), "feature '%s' is %s, given string",
+        Spec.name().c_str(), elementTypeName(Spec.type()).data());
+  std::vector<int64_t> Concrete;
+  if (Shape) {
+    if (!Spec.matchesConcreteShape(*Shape) ||
+        shapeElementCount(*Shape) != std::optional<uint64_t>(Strings.size()))
+      return createStringError(inconvertibleErrorCode(),
+                               "feature '%s': shape and %zu strings do not "
+                               "match spec %s",
+                               Spec.name().c_str(), Strings.size(),
+                               Spec.toJSON().c_str());
+    Concrete.assign(Shape->begin(), Shape->end());
+  } else {
+    Expected<std::vector<int64_t>> S = shapeFor(Spec, Strings.size());
+    if (!S)
+      return S.takeError();
+    Concrete = std::move(*S);
+  }
+  TensorValue &Buf = Buffers[*I];
+  if (Buf.shape() != ArrayRef<int64_t>(Concrete))
+    if (Error E = Buf.reshape(Concrete))
+      return E;
+  llvm::copy(Strings, Buf.mutableStrings().begin());
+  return Error::success();
+}
+
+Expected<TensorValue> MLModelRunner::evaluateChecked() {
+  // Views are rebuilt each time: a dynamic feature's buffer may have moved.
+  Refs = makeRefs(Buffers);
+  Expected<TensorValue> R = evaluateUntyped(Refs);
+  if (!R)
+    return R.takeError();
+  if (R->type() != Advice.type())
+    return createStringError(inconvertibleErrorCode(),
+                             "model replied %s for advice '%s', which is %s",
+                             elementTypeName(R->type()).data(),
+                             Advice.name().c_str(),
+                             elementTypeName(Advice.type()).data());
+  if (!Advice.matchesConcreteShape(R->shape())) {
+    std::string Shape;
+    writeShapeJSON(R->shape(), Shape);
+    return createStringError(inconvertibleErrorCode(),
+                             "model replied shape %s for advice '%s', spec %s",
+                             Shape.c_str(), Advice.name().c_str(),
+                             Advice.toJSON().c_str());
+  }
+  return R;
+}
+
+Expected<TensorValue> MLModelRunner::evaluateTyped(ElementType Want) {
+  if (Want != Advice.type())
+    return createStringError(
+        inconvertibleErrorCode(), "advice '%s' is %s, evaluate asked for %s",
+        Advice.name().c_str(), elementTypeName(Advice.type()).data(),
+        elementTypeName(Want).data());
+  return evaluateChecked();
+}
+
+Error MLModelRunner::scalarCountError(size_t Count) const {
+  return createStringError(inconvertibleErrorCode(),
+                           "advice '%s' has %zu elements; evaluate<T>() of a "
+                           "scalar needs exactly 1 (use evaluateVector<T>())",
+                           Advice.name().c_str(), Count);
+}
+
+Expected<std::unique_ptr<CallbackModelRunner>>
+CallbackModelRunner::create(std::vector<TensorSpec> FeatureSpecs,
+                            TensorSpec AdviceSpec, Callback Policy) {
+  if (Error E = checkSpecs(FeatureSpecs, AdviceSpec))
+    return E;
+  if (!Policy)
+    return createStringError(inconvertibleErrorCode(),
+                             "callback runner needs a callback");
+  return std::make_unique<CallbackModelRunner>(
+      PrivateTag(), std::move(FeatureSpecs), std::move(AdviceSpec),
+      std::move(Policy));
+}
+
+Expected<TensorValue>
+CallbackModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
+  return Policy(Features);
+}
+
+} // namespace mlbridge

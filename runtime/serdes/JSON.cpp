@@ -1,0 +1,655 @@
+//===- JSON.cpp - The JSON Lines SerDes -----------------------------------===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// Writes with a direct, allocation-light writer in the canonical layout of
+// docs/serialization.md; reads with llvm::json::parse plus a lexical pass
+// that keeps each data element's literal, because llvm::json does not say
+// whether `-5.0` was written as an integer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlbridge/SerDes/JSON.h"
+#include "Common.h"
+
+#include "llvm/ADT/SmallString.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+using namespace llvm;
+
+namespace mlbridge {
+
+static constexpr StringLiteral Name = "json";
+
+/// Lays out shortest round-trip digits as the doc says. \p Sci is what
+/// std::to_chars(scientific) wrote, e.g. "1.25e-07"; fixed notation is used
+/// for exponents in [MinFixed, MaxFixed].
+static void layoutFloat(StringRef Sci, int MinFixed, int MaxFixed,
+                        std::string &Out) {
+  if (Sci.consume_front("-"))
+    Out += '-';
+  auto [Mantissa, ExpText] = Sci.split('e');
+  int Exp = 0;
+  ExpText.consume_front("+");
+  ExpText.getAsInteger(10, Exp);
+  SmallString<32> Digits;
+  for (char C : Mantissa)
+    if (C != '.')
+      Digits += C;
+  if (Digits == "0") {
+    Out += "0.0";
+    return;
+  }
+  int NumDigits = static_cast<int>(Digits.size());
+  if (Exp >= MinFixed && Exp <= MaxFixed) {
+    if (Exp < 0) {
+      Out += "0.";
+      Out.append(static_cast<size_t>(-Exp - 1), '0');
+      Out += Digits;
+    } else if (NumDigits <= Exp + 1) {
+      Out += Digits;
+      Out.append(static_cast<size_t>(Exp + 1 - NumDigits), '0');
+      Out += ".0";
+    } else {
+      Out.append(Digits.data(), Exp + 1);
+      Out += '.';
+      Out.append(Digits.data() + Exp + 1, NumDigits - Exp - 1);
+    }
+    return;
+  }
+  Out += Digits[0];
+  if (NumDigits > 1) {
+    Out += '.';
+    Out.append(Digits.data() + 1, NumDigits - 1);
+  }
+  Out += 'e';
+  Out += Exp < 0 ? '-' : '+';
+  Out += std::to_string(Exp < 0 ? -Exp : Exp);
+}
+
+template <typename T>
+static void writeFloating(T V, int MinFixed, int MaxFixed, std::string &Out) {
+  if (std::isnan(V)) {
+    Out += "\"NaN\"";
+    return;
+  }
+  if (std::isinf(V)) {
+    Out += V < 0 ? "\"-Infinity\"" : "\"Infinity\"";
+    return;
+  }
+  char Buf[64];
+  std::to_chars_result R =
+      std::to_chars(Buf, Buf + sizeof(Buf), V, std::chars_format::scientific);
+  layoutFloat(StringRef(Buf, R.ptr - Buf), MinFixed, MaxFixed, Out);
+}
+
+void writeJSONDouble(double V, std::string &Out) {
+  writeFloating(V, -5, 15, Out);
+}
+
+void writeJSONFloat(float V, std::string &Out) {
+  writeFloating(V, -6, 12, Out);
+}
+
+template <typename T>
+static void writeInts(const char *Data, size_t N, std::string &Out) {
+  char Buf[24];
+  for (size_t I = 0; I < N; ++I) {
+    T V;
+    std::memcpy(&V, Data + I * sizeof(T), sizeof(T));
+    if (I)
+      Out += ',';
+    std::to_chars_result R = std::to_chars(Buf, Buf + sizeof(Buf), V);
+    Out.append(Buf, R.ptr);
+  }
+}
+
+static Error writeData(const TensorRef &T, std::string &Out) {
+  const char *D = T.bytes().data();
+  size_t N = T.getElementCount();
+  switch (T.type()) {
+  case ElementType::Int8:
+    writeInts<int8_t>(D, N, Out);
+    break;
+  case ElementType::UInt8:
+    writeInts<uint8_t>(D, N, Out);
+    break;
+  case ElementType::Int16:
+    writeInts<int16_t>(D, N, Out);
+    break;
+  case ElementType::UInt16:
+    writeInts<uint16_t>(D, N, Out);
+    break;
+  case ElementType::Int32:
+    writeInts<int32_t>(D, N, Out);
+    break;
+  case ElementType::UInt32:
+    writeInts<uint32_t>(D, N, Out);
+    break;
+  case ElementType::Int64:
+    writeInts<int64_t>(D, N, Out);
+    break;
+  case ElementType::UInt64:
+    writeInts<uint64_t>(D, N, Out);
+    break;
+  case ElementType::Float:
+    for (size_t I = 0; I < N; ++I) {
+      float V;
+      std::memcpy(&V, D + I * 4, 4);
+      if (I)
+        Out += ',';
+      writeJSONFloat(V, Out);
+    }
+    break;
+  case ElementType::Double:
+    for (size_t I = 0; I < N; ++I) {
+      double V;
+      std::memcpy(&V, D + I * 8, 8);
+      if (I)
+        Out += ',';
+      writeJSONDouble(V, Out);
+    }
+    break;
+  case ElementType::Bool:
+    for (size_t I = 0; I < N; ++I) {
+      if (I)
+        Out += ',';
+      if (D[I] != 0 && D[I] != 1)
+        return createStringError(inconvertibleErrorCode(),
+                                 "json: bool element %zu of tensor '%s' is "
+                                 "byte %u (must be 0 or 1)",
+                                 I, T.name().str().c_str(),
+                                 static_cast<unsigned char>(D[I]));
+      Out += D[I] ? "true" : "false";
+    }
+    break;
+  case ElementType::String: {
+    size_t I = 0;
+    for (const std::string &S : T.strings()) {
+      size_t Bad = 0;
+      if (!json::isUTF8(S, &Bad))
+        return createStringError(
+            inconvertibleErrorCode(),
+            "json: string element %zu of tensor '%s' is not valid UTF-8 "
+            "(byte %zu); use the bitstream or protobuf SerDes for binary "
+            "data",
+            I, T.name().str().c_str(), Bad);
+      if (I++)
+        Out += ',';
+      writeJSONString(S, Out);
+    }
+    break;
+  }
+  }
+  return Error::success();
+}
+
+namespace {
+
+/// The literal text of every number in `tensors[i].data[j]` of one message
+/// line, found by a lexical pass over text that llvm::json already accepted.
+/// Later duplicate keys win, as in llvm::json.
+class DataLiterals {
+public:
+  explicit DataLiterals(StringRef Line) { scan(Line); }
+  /// The literals of tensor \p I (empty if it has none).
+  ArrayRef<StringRef> of(size_t I) const {
+    return I < Tensors.size() ? ArrayRef<StringRef>(Tensors[I])
+                              : ArrayRef<StringRef>();
+  }
+
+private:
+  struct Frame {
+    bool IsObject;
+    std::string Key;  // Current key of an object.
+    size_t Index = 0; // Current index of an array.
+  };
+
+  void scan(StringRef S) {
+    std::vector<Frame> Stack;
+    bool ExpectKey = false;
+    for (size_t I = 0; I < S.size();) {
+      char C = S[I];
+      switch (C) {
+      case '{':
+        Stack.push_back({true, "", 0});
+        ExpectKey = true;
+        onContainerStart(Stack);
+        ++I;
+        continue;
+      case '[':
+        Stack.push_back({false, "", 0});
+        onContainerStart(Stack);
+        ++I;
+        continue;
+      case '}':
+      case ']':
+        Stack.pop_back();
+        ExpectKey = false;
+        ++I;
+        continue;
+      case ',':
+        if (!Stack.empty()) {
+          if (Stack.back().IsObject)
+            ExpectKey = true;
+          else
+            ++Stack.back().Index;
+        }
+        ++I;
+        continue;
+      case ':':
+      case ' ':
+      case '\t':
+      case '\r':
+      case '\n':
+        ++I;
+        continue;
+      case '"': {
+        size_t End = I + 1;
+        bool Escaped = false;
+        while (End < S.size() && S[End] != '"') {
+          if (S[End] == '\\') {
+            Escaped = true;
+            ++End;
+          }
+          ++End;
+        }
+        StringRef Token = S.slice(I, End + 1);
+        if (ExpectKey && !Stack.empty()) {
+          Stack.back().Key = decodeKey(Token, Escaped);
+          ExpectKey = false;
+        }
+        I = End + 1;
+        continue;
+      }
+      default: {
+        size_t End = I;
+        while (End < S.size() && !StringRef(",]}: \t\r\n").contains(S[End]))
+          ++End;
+        if (C == '-' || (C >= '0' && C <= '9'))
+          onNumber(Stack, S.slice(I, End));
+        I = End;
+        continue;
+      }
+      }
+    }
+  }
+
+  static std::string decodeKey(StringRef Token, bool Escaped) {
+    if (!Escaped)
+      return Token.drop_front().drop_back().str();
+    Expected<json::Value> V = json::parse(Token);
+    if (!V) {
+      consumeError(V.takeError());
+      return std::string();
+    }
+    return V->getAsString().value_or("").str();
+  }
+
+  /// True if \p Stack is at `root.tensors[i].data`.
+  static bool atData(ArrayRef<Frame> Stack) {
+    return Stack.size() == 4 && Stack[0].IsObject &&
+           Stack[0].Key == "tensors" && !Stack[1].IsObject &&
+           Stack[2].IsObject && Stack[2].Key == "data" && !Stack[3].IsObject;
+  }
+
+  void onContainerStart(ArrayRef<Frame> Stack) {
+    // A new `tensors` or `data` array replaces an earlier duplicate.
+    if (Stack.size() == 2 && Stack[0].Key == "tensors" && !Stack[1].IsObject)
+      Tensors.clear();
+    if (atData(Stack)) {
+      size_t T = Stack[1].Index;
+      if (Tensors.size() <= T)
+        Tensors.resize(T + 1);
+      Tensors[T].clear();
+    }
+  }
+
+  void onNumber(ArrayRef<Frame> Stack, StringRef Token) {
+    if (atData(Stack))
+      Tensors[Stack[1].Index].push_back(Token);
+  }
+
+  std::vector<std::vector<StringRef>> Tensors;
+};
+
+class JSONSerDes final : public SerDes {
+public:
+  explicit JSONSerDes(const DecoderLimits &Limits)
+      : SerDes(SerDesKind::JSON, Limits) {}
+
+  Error encodeHeader(const Header &H, std::string &Out) override {
+    writeHeaderLine(H, Out);
+    CurrentHeader = H;
+    return Error::success();
+  }
+
+  Error encodeContext(StringRef Name, std::string &Out) override {
+    return writeContextLine(Name, Out);
+  }
+
+  Error encodeMessage(MessageKind Kind, int64_t Id, ArrayRef<TensorRef> Tensors,
+                      std::string &Out) override;
+
+  Error encodeEnd(std::string &Out) override {
+    Out += "{\"end\":true}\n";
+    return Error::success();
+  }
+
+  Expected<std::optional<Record>> decode(ByteReader &Reader) override;
+
+private:
+  Expected<TensorValue> decodeTensor(const json::Value &V, size_t Index,
+                                     const DataLiterals &Literals,
+                                     uint64_t Offset) const;
+};
+
+} // namespace
+
+Error JSONSerDes::encodeMessage(MessageKind Kind, int64_t Id,
+                                ArrayRef<TensorRef> Tensors, std::string &Out) {
+  size_t OldSize = Out.size();
+  auto Fail = [&](Error E) {
+    Out.resize(OldSize);
+    return E;
+  };
+  Out += "{\"";
+  Out += messageKindName(Kind);
+  Out += "\":";
+  Out += std::to_string(Id);
+  Out += ",\"tensors\":[";
+  for (size_t I = 0; I < Tensors.size(); ++I) {
+    const TensorRef &T = Tensors[I];
+    std::optional<uint64_t> Count;
+    if (llvm::all_of(T.shape(), [](int64_t D) { return D >= 0; }))
+      Count = shapeElementCount(T.shape());
+    if (!Count || *Count != T.getElementCount() ||
+        (T.type() != ElementType::String &&
+         T.bytes().size() != *Count * elementSize(T.type())))
+      return Fail(createStringError(
+          inconvertibleErrorCode(),
+          "json: tensor '%s' holds %zu elements, its shape %s needs %llu",
+          T.name().str().c_str(), T.getElementCount(),
+          formatShape(T.shape()).c_str(),
+          static_cast<unsigned long long>(Count.value_or(0))));
+    if (!json::isUTF8(T.name()))
+      return Fail(createStringError(inconvertibleErrorCode(),
+                                    "json: tensor name is not valid UTF-8"));
+    if (I)
+      Out += ',';
+    Out += "{\"name\":";
+    writeJSONString(T.name(), Out);
+    Out += ",\"type\":\"";
+    Out += elementTypeName(T.type());
+    Out += "\",\"shape\":";
+    writeShapeJSON(T.shape(), Out);
+    Out += ",\"data\":[";
+    if (Error E = writeData(T, Out))
+      return Fail(std::move(E));
+    Out += "]}";
+  }
+  Out += "]}\n";
+  return Error::success();
+}
+
+/// Parses an integer literal of type \p T into \p Dest.
+template <typename T> static bool parseInt(StringRef Token, char *Dest) {
+  T V;
+  std::from_chars_result R = std::from_chars(Token.begin(), Token.end(), V, 10);
+  if (R.ec != std::errc() || R.ptr != Token.end())
+    return false;
+  std::memcpy(Dest, &V, sizeof(T));
+  return true;
+}
+
+/// Parses a JSON number literal as \p T, rounding once from the decimal.
+template <typename T> static bool parseFloat(StringRef Token, char *Dest) {
+  T V;
+  std::from_chars_result R = std::from_chars(Token.begin(), Token.end(), V);
+  if (R.ptr != Token.end())
+    return false;
+  if (R.ec == std::errc::result_out_of_range) {
+    // Overflow and underflow still denote a value (inf or a tiny number);
+    // strtod rounds them as a JSON reader should.
+    std::string S = Token.str();
+    if constexpr (std::is_same_v<T, float>)
+      V = std::strtof(S.c_str(), nullptr);
+    else
+      V = std::strtod(S.c_str(), nullptr);
+  } else if (R.ec != std::errc()) {
+    return false;
+  }
+  std::memcpy(Dest, &V, sizeof(T));
+  return true;
+}
+
+Expected<TensorValue> JSONSerDes::decodeTensor(const json::Value &V,
+                                               size_t Index,
+                                               const DataLiterals &Literals,
+                                               uint64_t Offset) const {
+  std::string Where = "tensor " + std::to_string(Index) +
+                      " of the message at byte offset " +
+                      std::to_string(Offset);
+  const json::Object *O = V.getAsObject();
+  if (!O)
+    return decodeError(Name, Where + " is not an object");
+  std::optional<StringRef> TName = O->getString("name");
+  if (!TName || TName->empty())
+    return decodeError(Name, Where + " has no name");
+  Where = "tensor '" + TName->str() + "' (" + Where + ")";
+  std::optional<StringRef> TypeName = O->getString("type");
+  if (!TypeName)
+    return decodeError(Name, Where + " has no type");
+  Expected<ElementType> Type = parseElementType(*TypeName);
+  if (!Type)
+    return decodeError(Name, Where + ": " + toString(Type.takeError()));
+  const json::Array *ShapeA = O->getArray("shape");
+  if (!ShapeA)
+    return decodeError(Name, Where + " has no shape array");
+  if (ShapeA->size() > limits().MaxRank)
+    return decodeError(Name, Where + " has rank " + Twine(ShapeA->size()) +
+                                 ", above the limit of " +
+                                 Twine(limits().MaxRank) + " (MaxRank)");
+  std::vector<int64_t> Shape;
+  for (const json::Value &D : *ShapeA) {
+    std::optional<int64_t> N = D.getAsInteger();
+    if (!N)
+      return decodeError(Name, Where + " has a non-integer dimension");
+    Shape.push_back(*N);
+  }
+  Expected<uint64_t> Count = checkShape(Shape, *Type, *TName);
+  if (!Count)
+    return decodeError(Name, toString(Count.takeError()));
+  const json::Array *Data = O->getArray("data");
+  if (!Data)
+    return decodeError(Name, Where + " has no data array");
+  if (Data->size() != *Count)
+    return decodeError(Name, Where + " has " + Twine(Data->size()) +
+                                 " elements, its shape " + formatShape(Shape) +
+                                 " needs " + Twine(*Count));
+  if (*Type == ElementType::String) {
+    std::vector<std::string> Strings;
+    Strings.reserve(Data->size());
+    for (const json::Value &E : *Data) {
+      std::optional<StringRef> S = E.getAsString();
+      if (!S)
+        return decodeError(Name, Where + " element " + Twine(Strings.size()) +
+                                     " is not a string");
+      Strings.push_back(S->str());
+    }
+    return TensorValue::fromStrings(*TName, Shape, std::move(Strings));
+  }
+  Expected<TensorValue> T = TensorValue::create(*TName, *Type, Shape);
+  if (!T)
+    return T.takeError();
+  char *Dest = T->mutableBytes().data();
+  size_t Size = elementSize(*Type);
+  ArrayRef<StringRef> Lits = Literals.of(Index);
+  size_t Lit = 0;
+  for (size_t I = 0; I < Data->size(); ++I, Dest += Size) {
+    const json::Value &E = (*Data)[I];
+    auto Bad = [&](const Twine &Why) {
+      return decodeError(Name, Where + " element " + Twine(I) + ": " + Why);
+    };
+    if (*Type == ElementType::Bool) {
+      std::optional<bool> B = E.getAsBoolean();
+      if (!B)
+        return Bad("not a bool");
+      *Dest = *B ? 1 : 0;
+      continue;
+    }
+    if (E.kind() == json::Value::String) {
+      StringRef S = *E.getAsString();
+      if (*Type != ElementType::Float && *Type != ElementType::Double)
+        return Bad("a string for an integer tensor");
+      double D;
+      if (S == "NaN")
+        D = std::numeric_limits<double>::quiet_NaN();
+      else if (S == "Infinity")
+        D = std::numeric_limits<double>::infinity();
+      else if (S == "-Infinity")
+        D = -std::numeric_limits<double>::infinity();
+      else
+        return Bad("string '" + S +
+                   "' (only \"NaN\", \"Infinity\", \"-Infinity\")");
+      if (*Type == ElementType::Float) {
+        float F = static_cast<float>(D);
+        std::memcpy(Dest, &F, 4);
+      } else {
+        std::memcpy(Dest, &D, 8);
+      }
+      continue;
+    }
+    if (E.kind() != json::Value::Number)
+      return Bad("not a number");
+    // Numbers appear in the literals in the same order as in the array.
+    if (Lit >= Lits.size())
+      return Bad("number literal not found");
+    StringRef Token = Lits[Lit++];
+    bool Ok = false;
+    bool IsIntegerLiteral =
+        !Token.contains_insensitive('e') && !Token.contains('.');
+    switch (*Type) {
+    case ElementType::Float:
+      Ok = parseFloat<float>(Token, Dest);
+      break;
+    case ElementType::Double:
+      Ok = parseFloat<double>(Token, Dest);
+      break;
+    default:
+      if (!IsIntegerLiteral)
+        return Bad("'" + Token +
+                   "' has a fraction or exponent, but the "
+                   "tensor is " +
+                   elementTypeName(*Type));
+      switch (*Type) {
+      case ElementType::Int8:
+        Ok = parseInt<int8_t>(Token, Dest);
+        break;
+      case ElementType::UInt8:
+        Ok = parseInt<uint8_t>(Token, Dest);
+        break;
+      case ElementType::Int16:
+        Ok = parseInt<int16_t>(Token, Dest);
+        break;
+      case ElementType::UInt16:
+        Ok = parseInt<uint16_t>(Token, Dest);
+        break;
+      case ElementType::Int32:
+        Ok = parseInt<int32_t>(Token, Dest);
+        break;
+      case ElementType::UInt32:
+        Ok = parseInt<uint32_t>(Token, Dest);
+        break;
+      case ElementType::Int64:
+        Ok = parseInt<int64_t>(Token, Dest);
+        break;
+      case ElementType::UInt64:
+        Ok = parseInt<uint64_t>(Token, Dest);
+        break;
+      default:
+        llvm_unreachable("not an integer type");
+      }
+      if (!Ok)
+        return Bad("'" + Token + "' is out of range for " +
+                   elementTypeName(*Type));
+    }
+    if (!Ok)
+      return Bad("'" + Token + "' is not a valid number");
+  }
+  return T;
+}
+
+Expected<std::optional<Record>> JSONSerDes::decode(ByteReader &Reader) {
+  uint64_t Offset = Reader.offset();
+  std::string Line;
+  if (Error E = Reader.readLine(Line, limits().MaxMessageBytes)) {
+    if (isEndOfStream(E)) {
+      consumeError(std::move(E));
+      return std::nullopt;
+    }
+    return decodeError(Name, toString(std::move(E)));
+  }
+  Expected<json::Value> V = json::parse(Line);
+  if (!V)
+    return decodeError(Name, "invalid JSON line at byte offset " +
+                                 Twine(Offset) + ": " +
+                                 toString(V.takeError()));
+  const json::Object *O = V->getAsObject();
+  if (!O)
+    return decodeError(Name, "line at byte offset " + Twine(Offset) +
+                                 " is not a JSON object");
+  Expected<std::optional<Record>> Common =
+      parseCommonLine(*O, limits(), Name, Offset);
+  if (!Common || *Common) {
+    if (Common && std::holds_alternative<Header>(**Common))
+      CurrentHeader = std::get<Header>(**Common);
+    return Common;
+  }
+  for (MessageKind Kind :
+       {MessageKind::Observation, MessageKind::Outcome, MessageKind::Advice}) {
+    const json::Value *IdValue = O->get(messageKindName(Kind));
+    if (!IdValue)
+      continue;
+    std::optional<int64_t> Id = IdValue->getAsInteger();
+    if (!Id)
+      return decodeError(Name, "message id at byte offset " + Twine(Offset) +
+                                   " is not an integer");
+    const json::Array *Tensors = O->getArray("tensors");
+    if (!Tensors)
+      return decodeError(Name, "message at byte offset " + Twine(Offset) +
+                                   " has no 'tensors' array");
+    if (Tensors->size() > limits().MaxTensors)
+      return decodeError(
+          Name, "message at byte offset " + Twine(Offset) + " has " +
+                    Twine(Tensors->size()) + " tensors, above the limit of " +
+                    Twine(limits().MaxTensors) + " (MaxTensors)");
+    DataLiterals Literals(Line);
+    Message M;
+    M.Kind = Kind;
+    M.Id = *Id;
+    M.Tensors.reserve(Tensors->size());
+    for (size_t I = 0; I < Tensors->size(); ++I) {
+      Expected<TensorValue> T =
+          decodeTensor((*Tensors)[I], I, Literals, Offset);
+      if (!T)
+        return T.takeError();
+      M.Tensors.push_back(std::move(*T));
+    }
+    return Record(std::move(M));
+  }
+  return decodeError(Name,
+                     "unrecognized record at byte offset " + Twine(Offset));
+}
+
+std::unique_ptr<SerDes> createJSONSerDes(const DecoderLimits &Limits) {
+  return std::make_unique<JSONSerDes>(Limits);
+}
+
+} // namespace mlbridge

@@ -1,0 +1,318 @@
+//===- Protobuf.cpp - The generic protobuf SerDes -------------------------===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// mlbridge.v1.Record messages, each preceded by its length as a varint.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include "mlbridge/v1/tensor.pb.h"
+
+using namespace llvm;
+
+namespace mlbridge {
+
+static constexpr StringLiteral Name = "protobuf";
+
+static v1::ElementType toProto(ElementType T) {
+  return static_cast<v1::ElementType>(static_cast<int>(T) + 1);
+}
+
+static Expected<ElementType> fromProto(int T, StringRef What) {
+  if (T < 1 || T > static_cast<int>(NumElementTypes))
+    return decodeError(Name, "tensor '" + What + "' has unknown element type " +
+                                 Twine(T));
+  return static_cast<ElementType>(T - 1);
+}
+
+static void toProto(const TensorSpec &S, v1::TensorSpec &P) {
+  P.set_name(S.name());
+  P.set_type(toProto(S.type()));
+  for (int64_t D : S.shape())
+    P.add_shape(D);
+  P.set_port(S.port());
+}
+
+static Expected<TensorSpec> fromProto(const v1::TensorSpec &P,
+                                      const DecoderLimits &Limits) {
+  Expected<ElementType> Type = fromProto(P.type(), P.name());
+  if (!Type)
+    return Type.takeError();
+  if (static_cast<size_t>(P.shape_size()) > Limits.MaxRank)
+    return decodeError(Name, "spec '" + P.name() + "' has rank " +
+                                 Twine(P.shape_size()) +
+                                 ", above the limit (MaxRank)");
+  for (int64_t D : P.shape())
+    if (D > Limits.MaxDimension)
+      return decodeError(Name, "spec '" + P.name() + "' has dimension " +
+                                   Twine(D) +
+                                   ", above the limit (MaxDimension)");
+  std::vector<int64_t> Shape(P.shape().begin(), P.shape().end());
+  Expected<TensorSpec> S = TensorSpec::create(P.name(), *Type, Shape, P.port());
+  if (!S)
+    return decodeError(Name, toString(S.takeError()));
+  return S;
+}
+
+namespace {
+
+class ProtobufSerDes final : public SerDes {
+public:
+  explicit ProtobufSerDes(const DecoderLimits &Limits)
+      : SerDes(SerDesKind::Protobuf, Limits) {}
+
+  Error encodeHeader(const Header &H, std::string &Out) override {
+    v1::Record R;
+    v1::Header *P = R.mutable_header();
+    for (const TensorSpec &S : H.Features)
+      toProto(S, *P->add_features());
+    if (H.Advice)
+      toProto(*H.Advice, *P->mutable_advice());
+    if (H.Score)
+      toProto(*H.Score, *P->mutable_score());
+    CurrentHeader = H;
+    return append(R, Out);
+  }
+
+  Error encodeContext(StringRef Ctx, std::string &Out) override {
+    // proto3 `string` fields must hold UTF-8.
+    if (!json::isUTF8(Ctx))
+      return createStringError(inconvertibleErrorCode(),
+                               "protobuf: context name is not valid UTF-8");
+    v1::Record R;
+    R.set_context(Ctx.str());
+    return append(R, Out);
+  }
+
+  Error encodeMessage(MessageKind Kind, int64_t Id, ArrayRef<TensorRef> Tensors,
+                      std::string &Out) override;
+
+  Error encodeEnd(std::string &Out) override {
+    v1::Record R;
+    R.set_end(true);
+    return append(R, Out);
+  }
+
+  Expected<std::optional<Record>> decode(ByteReader &Reader) override;
+
+private:
+  static Error append(const v1::Record &R, std::string &Out) {
+    std::string Bytes;
+    if (!R.SerializeToString(&Bytes))
+      return createStringError(inconvertibleErrorCode(),
+                               "protobuf: cannot serialize record");
+    uint64_t Len = Bytes.size();
+    do {
+      char B = static_cast<char>(Len & 0x7f);
+      Len >>= 7;
+      if (Len)
+        B = static_cast<char>(B | 0x80);
+      Out += B;
+    } while (Len);
+    Out += Bytes;
+    return Error::success();
+  }
+
+  Expected<Message> fromProto(const v1::TensorMessage &P,
+                              uint64_t Offset) const;
+};
+
+} // namespace
+
+Error ProtobufSerDes::encodeMessage(MessageKind Kind, int64_t Id,
+                                    ArrayRef<TensorRef> Tensors,
+                                    std::string &Out) {
+  v1::Record R;
+  v1::TensorMessage *M = R.mutable_message();
+  M->set_kind(static_cast<v1::MessageKind>(static_cast<int>(Kind)));
+  M->set_id(Id);
+  for (const TensorRef &T : Tensors) {
+    std::optional<uint64_t> Count;
+    if (llvm::all_of(T.shape(), [](int64_t D) { return D >= 0; }))
+      Count = shapeElementCount(T.shape());
+    if (!Count || *Count != T.getElementCount() ||
+        (T.type() != ElementType::String &&
+         T.bytes().size() != *Count * elementSize(T.type())))
+      return createStringError(
+          inconvertibleErrorCode(),
+          "protobuf: tensor '%s' holds %zu elements, its shape %s needs %llu",
+          T.name().str().c_str(), T.getElementCount(),
+          formatShape(T.shape()).c_str(),
+          static_cast<unsigned long long>(Count.value_or(0)));
+    if (!json::isUTF8(T.name()))
+      return createStringError(inconvertibleErrorCode(),
+                               "protobuf: tensor name is not valid UTF-8");
+    v1::Tensor *P = M->add_tensors();
+    P->set_name(T.name().str());
+    P->set_type(toProto(T.type()));
+    for (int64_t D : T.shape())
+      P->add_shape(D);
+    if (T.type() == ElementType::String) {
+      for (const std::string &S : T.strings())
+        P->add_strings(S);
+    } else {
+      P->set_data(T.bytes().data(), T.bytes().size());
+    }
+  }
+  return append(R, Out);
+}
+
+Expected<Message> ProtobufSerDes::fromProto(const v1::TensorMessage &P,
+                                            uint64_t Offset) const {
+  Message M;
+  switch (P.kind()) {
+  case v1::MESSAGE_KIND_OBSERVATION:
+    M.Kind = MessageKind::Observation;
+    break;
+  case v1::MESSAGE_KIND_OUTCOME:
+    M.Kind = MessageKind::Outcome;
+    break;
+  case v1::MESSAGE_KIND_ADVICE:
+    M.Kind = MessageKind::Advice;
+    break;
+  default:
+    return decodeError(Name, "message at byte offset " + Twine(Offset) +
+                                 " has unknown kind " + Twine(P.kind()));
+  }
+  M.Id = P.id();
+  if (static_cast<size_t>(P.tensors_size()) > limits().MaxTensors)
+    return decodeError(Name, "message at byte offset " + Twine(Offset) +
+                                 " has " + Twine(P.tensors_size()) +
+                                 " tensors, above the limit (MaxTensors)");
+  M.Tensors.reserve(P.tensors_size());
+  for (const v1::Tensor &T : P.tensors()) {
+    if (T.name().empty())
+      return decodeError(Name, "a tensor of the message at byte offset " +
+                                   Twine(Offset) + " has no name");
+    Expected<ElementType> Type = mlbridge::fromProto(T.type(), T.name());
+    if (!Type)
+      return Type.takeError();
+    std::vector<int64_t> Shape(T.shape().begin(), T.shape().end());
+    Expected<uint64_t> Count = checkShape(Shape, *Type, T.name());
+    if (!Count)
+      return decodeError(Name, toString(Count.takeError()));
+    if (*Type == ElementType::String) {
+      if (!T.data().empty() ||
+          static_cast<uint64_t>(T.strings_size()) != *Count)
+        return decodeError(Name, "string tensor '" + T.name() + "' has " +
+                                     Twine(T.strings_size()) + " strings and " +
+                                     Twine(T.data().size()) +
+                                     " data bytes, its shape " +
+                                     formatShape(Shape) + " needs " +
+                                     Twine(*Count) + " strings");
+      Expected<TensorValue> V = TensorValue::fromStrings(
+          T.name(), Shape,
+          std::vector<std::string>(T.strings().begin(), T.strings().end()));
+      if (!V)
+        return decodeError(Name, toString(V.takeError()));
+      M.Tensors.push_back(std::move(*V));
+      continue;
+    }
+    if (T.strings_size() != 0)
+      return decodeError(Name, "tensor '" + T.name() + "' of type " +
+                                   elementTypeName(*Type) + " has strings");
+    Expected<TensorValue> V = TensorValue::fromBytes(
+        T.name(), *Type, Shape,
+        ArrayRef<char>(T.data().data(), T.data().size()));
+    if (!V)
+      return decodeError(Name, toString(V.takeError()));
+    M.Tensors.push_back(std::move(*V));
+  }
+  return M;
+}
+
+Expected<std::optional<Record>> ProtobufSerDes::decode(ByteReader &Reader) {
+  uint64_t Offset = Reader.offset();
+  uint64_t Len = 0;
+  for (unsigned Shift = 0;; Shift += 7) {
+    char B;
+    if (Error E = Reader.readExact(MutableArrayRef<char>(B))) {
+      if (Shift == 0 && isEndOfStream(E)) {
+        consumeError(std::move(E));
+        return std::nullopt;
+      }
+      return decodeError(
+          Name, toString(inRecord(std::move(E),
+                                  "the length of the record at byte offset " +
+                                      Twine(Offset))));
+    }
+    if (Shift >= 63 && (static_cast<unsigned char>(B) & 0x7e))
+      return decodeError(Name, "record length at byte offset " + Twine(Offset) +
+                                   " overflows 64 bits");
+    Len |= static_cast<uint64_t>(B & 0x7f) << Shift;
+    if (!(B & 0x80))
+      break;
+  }
+  if (Len > limits().MaxMessageBytes)
+    return decodeError(
+        Name, "record at byte offset " + Twine(Offset) + " has length " +
+                  Twine(Len) + ", above the limit of " +
+                  Twine(limits().MaxMessageBytes) + " bytes (MaxMessageBytes)");
+  std::string Bytes(Len, '\0');
+  if (Error E = Reader.readExact(Bytes))
+    return decodeError(
+        Name, toString(inRecord(std::move(E), "the record of " + Twine(Len) +
+                                                  " bytes at byte offset " +
+                                                  Twine(Offset))));
+  v1::Record R;
+  if (!R.ParseFromString(Bytes))
+    return decodeError(Name, "record at byte offset " + Twine(Offset) +
+                                 " is not a valid mlbridge.v1.Record");
+  switch (R.record_case()) {
+  case v1::Record::kHeader: {
+    Header H;
+    const v1::Header &P = R.header();
+    if (static_cast<size_t>(P.features_size()) > limits().MaxTensors)
+      return decodeError(Name, "header at byte offset " + Twine(Offset) +
+                                   " has " + Twine(P.features_size()) +
+                                   " features, above the limit (MaxTensors)");
+    for (const v1::TensorSpec &S : P.features()) {
+      Expected<TensorSpec> Spec = mlbridge::fromProto(S, limits());
+      if (!Spec)
+        return Spec.takeError();
+      H.Features.push_back(std::move(*Spec));
+    }
+    if (P.has_advice()) {
+      Expected<TensorSpec> Spec = mlbridge::fromProto(P.advice(), limits());
+      if (!Spec)
+        return Spec.takeError();
+      H.Advice = std::move(*Spec);
+    }
+    if (P.has_score()) {
+      Expected<TensorSpec> Spec = mlbridge::fromProto(P.score(), limits());
+      if (!Spec)
+        return Spec.takeError();
+      H.Score = std::move(*Spec);
+    }
+    CurrentHeader = H;
+    return Record(std::move(H));
+  }
+  case v1::Record::kContext:
+    return Record(Context{R.context()});
+  case v1::Record::kMessage: {
+    Expected<Message> M = fromProto(R.message(), Offset);
+    if (!M)
+      return M.takeError();
+    return Record(std::move(*M));
+  }
+  case v1::Record::kEnd:
+    if (!R.end())
+      return decodeError(Name, "end record at byte offset " + Twine(Offset) +
+                                   " is false");
+    return Record(End{});
+  case v1::Record::RECORD_NOT_SET:
+    break;
+  }
+  return decodeError(Name,
+                     "record at byte offset " + Twine(Offset) + " is empty");
+}
+
+std::unique_ptr<SerDes> createProtobufSerDes(const DecoderLimits &Limits) {
+  return std::make_unique<ProtobufSerDes>(Limits);
+}
+
+} // namespace mlbridge

@@ -1,0 +1,121 @@
+//===- JSONFormatTest.cpp - Number layout of the JSON SerDes --------------===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "mlbridge/SerDes/JSON.h"
+
+#include <limits>
+
+using namespace mlbridge;
+using namespace mlbridge::test;
+
+namespace {
+
+std::string formatDouble(double V) {
+  std::string S;
+  writeJSONDouble(V, S);
+  return S;
+}
+
+std::string formatFloat(float V) {
+  std::string S;
+  writeJSONFloat(V, S);
+  return S;
+}
+
+TEST(JSONFormatTest, DoubleTable) {
+  constexpr double Inf = std::numeric_limits<double>::infinity();
+  const std::pair<double, const char *> Table[] = {
+      {2.0, "2.0"},
+      {0.1, "0.1"},
+      {12.5, "12.5"},
+      {-3.0, "-3.0"},
+      {1e-5, "0.00001"},
+      {0.0000125, "0.0000125"},
+      {1e-6, "1e-6"},
+      {1.25e-7, "1.25e-7"},
+      {1e15, "1000000000000000.0"},
+      {1e16, "1e+16"},
+      {123456789.125, "123456789.125"},
+      {1.2499999999999999e-6, "1.2499999999999999e-6"},
+      {1.7976931348623157e308, "1.7976931348623157e+308"},
+      {5e-324, "5e-324"},
+      {0.0, "0.0"},
+      {-0.0, "-0.0"},
+      {std::numeric_limits<double>::quiet_NaN(), "\"NaN\""},
+      {Inf, "\"Infinity\""},
+      {-Inf, "\"-Infinity\""},
+  };
+  for (const auto &[Value, Expected] : Table)
+    EXPECT_EQ(formatDouble(Value), Expected) << "double " << Expected;
+}
+
+TEST(JSONFormatTest, FloatTableUsesFloatsOwnShortestDigits) {
+  const std::pair<float, const char *> Table[] = {
+      {2.0f, "2.0"},
+      {0.1f, "0.1"},
+      {1e-5f, "0.00001"},
+      {1e-6f, "0.000001"},
+      {1e-7f, "1e-7"},
+      {1e12f, "1000000000000.0"},
+      {1e13f, "1e+13"},
+      {3.4028235e+38f, "3.4028235e+38"},
+      {1e-45f, "1e-45"},
+      {16777216.0f, "16777216.0"},
+      {-0.0f, "-0.0"},
+      {std::numeric_limits<float>::quiet_NaN(), "\"NaN\""},
+      {std::numeric_limits<float>::infinity(), "\"Infinity\""},
+  };
+  for (const auto &[Value, Expected] : Table)
+    EXPECT_EQ(formatFloat(Value), Expected) << "float " << Expected;
+}
+
+TEST(JSONFormatTest, MessageLayoutIsCanonical) {
+  std::unique_ptr<SerDes> S = makeSerDes(SerDesKind::JSON);
+  TensorValue F = TensorValue::fromVector<float>("f", {0.1f, 2.0f});
+  TensorValue U = TensorValue::scalar<uint64_t>("u", UINT64_MAX);
+  TensorValue I = TensorValue::scalar<int64_t>("i", INT64_MIN);
+  TensorValue B = TensorValue::fromVector<bool>("b", {true, false});
+  MLB_ASSERT_VALUE(
+      Str, TensorValue::fromStrings("s", {}, {"\"\\\x01\x7f\xc3\xa9/"}));
+  std::vector<TensorRef> Refs = {F.ref(), U.ref(), I.ref(), B.ref(), Str.ref()};
+  std::string Out;
+  MLB_ASSERT_OK(S->encodeMessage(MessageKind::Advice, 4, Refs, Out));
+  EXPECT_EQ(Out,
+            "{\"advice\":4,\"tensors\":["
+            "{\"name\":\"f\",\"type\":\"float\",\"shape\":[2],\"data\":[0.1,"
+            "2.0]},"
+            "{\"name\":\"u\",\"type\":\"uint64_t\",\"shape\":[1],\"data\":"
+            "[18446744073709551615]},"
+            "{\"name\":\"i\",\"type\":\"int64_t\",\"shape\":[1],\"data\":"
+            "[-9223372036854775808]},"
+            "{\"name\":\"b\",\"type\":\"bool\",\"shape\":[2],\"data\":[true,"
+            "false]},"
+            "{\"name\":\"s\",\"type\":\"string\",\"shape\":[],\"data\":"
+            "[\"\\\"\\\\\\u0001\x7f\xc3\xa9/\"]}]}\n");
+}
+
+TEST(JSONFormatTest, UInt64MaxIsExactBothWays) {
+  std::unique_ptr<SerDes> S = makeSerDes(SerDesKind::JSON);
+  TensorValue U =
+      TensorValue::fromVector<uint64_t>("u", {UINT64_MAX, UINT64_MAX - 1});
+  std::vector<TensorRef> Refs = {U.ref()};
+  std::string Out;
+  MLB_ASSERT_OK(S->encodeMessage(MessageKind::Observation, 0, Refs, Out));
+  EXPECT_NE(Out.find("[18446744073709551615,18446744073709551614]"),
+            std::string::npos);
+  MLB_ASSERT_VALUE(R, decodeBytes(SerDesKind::JSON, Out));
+  EXPECT_EQ(std::get<Message>(R[0]).Tensors[0], U);
+}
+
+TEST(JSONFormatTest, ControlCharactersUseTheDocsEscapes) {
+  std::string Out;
+  writeJSONString(std::string("\b\t\n\f\r\x00\x1f", 7), Out);
+  EXPECT_EQ(Out, "\"\\b\\t\\n\\f\\r\\u0000\\u001f\"");
+}
+
+} // namespace

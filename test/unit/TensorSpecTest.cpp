@@ -1,0 +1,170 @@
+//===- TensorSpecTest.cpp - TensorSpec and element types ------------------===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "mlbridge/TensorSpec.h"
+
+using namespace mlbridge;
+using namespace mlbridge::test;
+using llvm::ArrayRef;
+
+namespace {
+
+TEST(ElementTypeTest, NamesAreLLVMsAndRoundTrip) {
+  EXPECT_EQ(elementTypeName(ElementType::Int64), "int64_t");
+  EXPECT_EQ(elementTypeName(ElementType::UInt8), "uint8_t");
+  EXPECT_EQ(elementTypeName(ElementType::Float), "float");
+  EXPECT_EQ(elementTypeName(ElementType::Double), "double");
+  EXPECT_EQ(elementTypeName(ElementType::Bool), "bool");
+  EXPECT_EQ(elementTypeName(ElementType::String), "string");
+  for (unsigned I = 0; I < NumElementTypes; ++I) {
+    auto T = static_cast<ElementType>(I);
+    MLB_ASSERT_VALUE(Parsed, parseElementType(elementTypeName(T)));
+    EXPECT_EQ(Parsed, T);
+  }
+}
+
+TEST(ElementTypeTest, UnknownNameIsAnErrorNamingIt) {
+  EXPECT_NE(errorText(parseElementType("int128_t")).find("int128_t"),
+            std::string::npos);
+}
+
+TEST(ElementTypeTest, SizesMatchTheDoc) {
+  EXPECT_EQ(elementSize(ElementType::Int8), 1u);
+  EXPECT_EQ(elementSize(ElementType::UInt16), 2u);
+  EXPECT_EQ(elementSize(ElementType::Float), 4u);
+  EXPECT_EQ(elementSize(ElementType::UInt64), 8u);
+  EXPECT_EQ(elementSize(ElementType::Bool), 1u);
+  EXPECT_EQ(elementSize(ElementType::String), 0u);
+}
+
+TEST(ElementTypeTest, TraitMapsExactCppTypes) {
+  static_assert(elementTypeOf<int8_t> == ElementType::Int8);
+  static_assert(elementTypeOf<uint64_t> == ElementType::UInt64);
+  static_assert(elementTypeOf<float> == ElementType::Float);
+  static_assert(elementTypeOf<bool> == ElementType::Bool);
+  static_assert(elementTypeOf<std::string> == ElementType::String);
+  static_assert(!IsElementType<char>::value);
+  static_assert(!IsElementType<long double>::value);
+}
+
+TEST(TensorSpecTest, JSONIsLLVMsExactBytes) {
+  TensorSpec S = createSpec<int64_t>("callee_basic_block_count", {1});
+  EXPECT_EQ(S.toJSON(), "{\"name\":\"callee_basic_block_count\",\"type\":"
+                        "\"int64_t\",\"port\":0,\"shape\":[1]}");
+  TensorSpec M = createSpec<float>("x", {2, -1}, 3);
+  EXPECT_EQ(M.toJSON(),
+            "{\"name\":\"x\",\"type\":\"float\",\"port\":3,\"shape\":[2,-1]}");
+}
+
+TEST(TensorSpecTest, JSONRoundTrips) {
+  for (const TensorSpec &S :
+       {createSpec<int64_t>("a", {1}), createSpec<double>("b", {}),
+        createSpec<std::string>("c\"\\\n", {-1}),
+        createSpec<bool>("d", {2, 3, 4}, 7)}) {
+    MLB_ASSERT_VALUE(Back, TensorSpec::parseJSON(S.toJSON()));
+    EXPECT_EQ(Back, S);
+  }
+}
+
+TEST(TensorSpecTest, ParseRejectsBadSpecs) {
+  EXPECT_NE(errorText(TensorSpec::parseJSON("[1]")), "<success>");
+  EXPECT_NE(errorText(TensorSpec::parseJSON(
+                          "{\"name\":\"a\",\"type\":\"int128\",\"shape\":[1]}"))
+                .find("int128"),
+            std::string::npos);
+  EXPECT_NE(errorText(TensorSpec::parseJSON(
+                "{\"name\":\"\",\"type\":\"float\",\"shape\":[1]}")),
+            "<success>");
+  EXPECT_NE(errorText(TensorSpec::parseJSON(
+                "{\"name\":\"a\",\"type\":\"float\",\"shape\":[-2]}")),
+            "<success>");
+  EXPECT_NE(errorText(TensorSpec::parseJSON(
+                "{\"name\":\"a\",\"type\":\"float\",\"shape\":[1.5]}")),
+            "<success>");
+}
+
+TEST(TensorSpecTest, PortDefaultsToZero) {
+  MLB_ASSERT_VALUE(S, TensorSpec::parseJSON(
+                          "{\"name\":\"a\",\"type\":\"float\",\"shape\":[1]}"));
+  EXPECT_EQ(S.port(), 0);
+}
+
+TEST(TensorSpecTest, CreateRejectsOverflowingShape) {
+  EXPECT_NE(errorText(TensorSpec::create("a", ElementType::Int8,
+                                         {int64_t(1) << 40, int64_t(1) << 40})),
+            "<success>");
+}
+
+TEST(TensorSpecTest, CountsAndDynamicShapes) {
+  TensorSpec S = createSpec<int32_t>("a", {2, 3});
+  EXPECT_FALSE(S.isDynamic());
+  EXPECT_EQ(S.getElementCount(), std::optional<uint64_t>(6));
+  EXPECT_EQ(S.getByteSize(), std::optional<uint64_t>(24));
+  EXPECT_EQ(createSpec<int32_t>("s", {}).getElementCount(),
+            std::optional<uint64_t>(1));
+  TensorSpec D = createSpec<int32_t>("d", {-1, 3});
+  EXPECT_TRUE(D.isDynamic());
+  EXPECT_FALSE(D.getElementCount());
+  EXPECT_FALSE(createSpec<std::string>("t", {2}).getByteSize());
+}
+
+TEST(TensorSpecTest, MatchesConcreteShape) {
+  TensorSpec D = createSpec<int32_t>("d", {-1, 3});
+  EXPECT_TRUE(D.matchesConcreteShape({5, 3}));
+  EXPECT_TRUE(D.matchesConcreteShape({0, 3}));
+  EXPECT_FALSE(D.matchesConcreteShape({5, 4}));
+  EXPECT_FALSE(D.matchesConcreteShape({5}));
+  EXPECT_FALSE(D.matchesConcreteShape({-1, 3}));
+}
+
+TEST(TensorSpecTest, EqualityComparesAllFields) {
+  EXPECT_EQ(createSpec<float>("a", {1}), createSpec<float>("a", {1}));
+  EXPECT_NE(createSpec<float>("a", {1}), createSpec<double>("a", {1}));
+  EXPECT_NE(createSpec<float>("a", {1}), createSpec<float>("b", {1}));
+  EXPECT_NE(createSpec<float>("a", {1}), createSpec<float>("a", {2}));
+  EXPECT_NE(createSpec<float>("a", {1}), createSpec<float>("a", {1}, 1));
+}
+
+TEST(TensorValueTest, TypedAccessorsCheckTheType) {
+  TensorValue V = TensorValue::fromVector<int32_t>("v", {1, 2, 3});
+  MLB_ASSERT_VALUE(D, V.getData<int32_t>());
+  EXPECT_EQ(D.size(), 3u);
+  EXPECT_EQ(D[2], 3);
+  std::string Err = errorText(V.getData<float>());
+  EXPECT_NE(Err.find("'v'"), std::string::npos) << Err;
+  EXPECT_NE(Err.find("int32_t"), std::string::npos) << Err;
+  EXPECT_NE(Err.find("float"), std::string::npos) << Err;
+}
+
+TEST(TensorValueTest, StorageIsEightByteAligned) {
+  for (int I = 0; I < 8; ++I) {
+    TensorValue V = TensorValue::fromVector<int8_t>("v", {1, 2, 3});
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(V.bytes().data()) % 8, 0u);
+  }
+}
+
+TEST(TensorValueTest, FromBytesChecksSizeAndBools) {
+  const char Two[] = {1, 0};
+  EXPECT_NE(errorText(TensorValue::fromBytes("b", ElementType::Int32, {1},
+                                             ArrayRef<char>(Two))),
+            "<success>");
+  const char BadBool[] = {1, 2};
+  std::string Err = errorText(TensorValue::fromBytes(
+      "flags", ElementType::Bool, {2}, ArrayRef<char>(BadBool)));
+  EXPECT_NE(Err.find("flags"), std::string::npos) << Err;
+}
+
+TEST(TensorValueTest, RefViewsWithoutCopying) {
+  TensorValue V = TensorValue::fromVector<double>("d", {1.5, 2.5});
+  TensorRef R = V.ref();
+  EXPECT_EQ(R.bytes().data(), V.bytes().data());
+  EXPECT_EQ(R.getElementCount(), 2u);
+  EXPECT_EQ(R.data<double>()[1], 2.5);
+}
+
+} // namespace
