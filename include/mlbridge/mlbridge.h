@@ -38,8 +38,7 @@ typedef enum mlbridge_status {
   MLBRIDGE_ERROR_SERDES = 6,
   /** Decoding reached the end of the input or an end record. */
   MLBRIDGE_END_OF_STREAM = 7,
-  /** Makes the enum 32 bits wide, so any int is a value (not a value to use).
-   */
+  /** Makes the enum 32 bits wide (not a value to use). */
   MLBRIDGE_STATUS_MAX_ENUM = 0x7fffffff
 } mlbridge_status;
 

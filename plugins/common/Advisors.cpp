@@ -5,10 +5,8 @@
 //===----------------------------------------------------------------------===//
 #include "plugins/common/Advisors.h"
 
-#ifdef MLBRIDGE_HAVE_RUNTIME
-#include "passes/llvm/ModelRunnerAdvisor.h"
 #include "mlbridge/MLModelRunner.h"
-#endif
+#include "passes/llvm/ModelRunnerAdvisor.h"
 
 #include <string>
 
@@ -29,7 +27,6 @@ private:
   std::string Why;
 };
 
-#ifdef MLBRIDGE_HAVE_RUNTIME
 /// The built-in policy behind the runtime's CallbackModelRunner: the pass
 /// talks to it exactly as to any other runner.
 std::shared_ptr<passes::FunctionAdvisor>
@@ -50,21 +47,10 @@ makeCallbackRunnerAdvisor(passes::BuiltinPolicyParams Params) {
         "cannot create the callback runner: " + toString(Runner.takeError()));
   return std::make_shared<passes::ModelRunnerAdvisor>(std::move(*Runner));
 }
-#endif
 
 } // namespace
 
-bool haveRuntime() {
-#ifdef MLBRIDGE_HAVE_RUNTIME
-  return true;
-#else
-  return false;
-#endif
-}
-
-AdvisorKind defaultAdvisorKind() {
-  return haveRuntime() ? AdvisorKind::CallbackRunner : AdvisorKind::Builtin;
-}
+AdvisorKind defaultAdvisorKind() { return AdvisorKind::CallbackRunner; }
 
 std::shared_ptr<passes::FunctionAdvisor>
 makeFunctionAdvisor(AdvisorKind Kind, passes::BuiltinPolicyParams Params) {
@@ -72,15 +58,7 @@ makeFunctionAdvisor(AdvisorKind Kind, passes::BuiltinPolicyParams Params) {
   case AdvisorKind::Builtin:
     return std::make_shared<passes::BuiltinFunctionAdvisor>(Params);
   case AdvisorKind::CallbackRunner:
-    if (!haveRuntime())
-      return std::make_shared<FailingAdvisor>(
-          "advisor 'callback-runner' needs the mlbridge runtime, which this "
-          "plugin was built without; use the 'builtin' advisor");
-#ifdef MLBRIDGE_HAVE_RUNTIME
     return makeCallbackRunnerAdvisor(Params);
-#else
-    break;
-#endif
   }
   return std::make_shared<FailingAdvisor>("unknown advisor kind");
 }

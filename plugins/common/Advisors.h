@@ -22,10 +22,7 @@ enum class AdvisorKind {
   CallbackRunner,
 };
 
-/// True when the plugin was linked with the mlbridge runtime.
-bool haveRuntime();
-
-/// The default advisor: CallbackRunner when the runtime is linked in.
+/// The default advisor: the built-in policy behind the CallbackModelRunner.
 AdvisorKind defaultAdvisorKind();
 
 /// Never null. When the chosen advisor cannot be built, the returned advisor

@@ -12,6 +12,8 @@
 
 #include "mlbridge/v1/tensor.pb.h"
 
+#include <google/protobuf/stubs/logging.h>
+
 using namespace llvm;
 
 namespace mlbridge {
@@ -240,7 +242,8 @@ Expected<std::optional<Record>> ProtobufSerDes::decode(ByteReader &Reader) {
                                   "the length of the record at byte offset " +
                                       Twine(Offset))));
     }
-    if (Shift >= 63 && (static_cast<unsigned char>(B) & 0x7e))
+    // The tenth byte holds bit 63 only: 0 or 1, with no continuation.
+    if (Shift == 63 && (static_cast<unsigned char>(B) & 0xfe))
       return decodeError(Name, "record length at byte offset " + Twine(Offset) +
                                    " overflows 64 bits");
     Len |= static_cast<uint64_t>(B & 0x7f) << Shift;
@@ -259,9 +262,17 @@ Expected<std::optional<Record>> ProtobufSerDes::decode(ByteReader &Reader) {
                                                   " bytes at byte offset " +
                                                   Twine(Offset))));
   v1::Record R;
-  if (!R.ParseFromString(Bytes))
-    return decodeError(Name, "record at byte offset " + Twine(Offset) +
-                                 " is not a valid mlbridge.v1.Record");
+  bool Parsed;
+  {
+    // This decoder reports the failure itself; protobuf would also log it.
+    google::protobuf::LogSilencer Quiet;
+    Parsed = R.ParseFromString(Bytes);
+  }
+  if (!Parsed)
+    return decodeError(
+        Name, "record at byte offset " + Twine(Offset) +
+                  " is not a valid mlbridge.v1.Record (malformed, or a "
+                  "string field that is not UTF-8)");
   switch (R.record_case()) {
   case v1::Record::kHeader: {
     Header H;

@@ -71,7 +71,5 @@ if config.mlbridge_enable_mlir:
     config.available_features.add("mlir")
 if os.path.isfile(tool("clang")):
     config.available_features.add("clang")
-if config.mlbridge_have_runtime:
-    config.available_features.add("mlbridge-runtime")
 if config.mlbridge_have_package:
     config.available_features.add("mlbridge-package")

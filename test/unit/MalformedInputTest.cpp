@@ -339,6 +339,8 @@ TEST(ProtobufMalformedTest, LengthAboveLimitRefusedBeforeAllocating) {
   EXPECT_CONTAINS(decodeError(SerDesKind::Protobuf,
                               "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f"),
                   "overflows");
+  EXPECT_CONTAINS(decodeError(SerDesKind::Protobuf, std::string(12, '\x81')),
+                  "overflows");
 }
 
 TEST(ProtobufMalformedTest, HeaderLyingAboutSizes) {
