@@ -77,8 +77,14 @@ def suite_ruff() -> SuiteResult:
     )
     files = count(r"^(\d+) files? already formatted", out)
     rc = rc1 or rc2
-    return SuiteResult("ruff", files if rc == 0 else 0, 0 if rc == 0 else 1,
-                       time.monotonic() - start, rc, "files clean")
+    return SuiteResult(
+        "ruff",
+        files if rc == 0 else 0,
+        0 if rc == 0 else 1,
+        time.monotonic() - start,
+        rc,
+        "files clean",
+    )
 
 
 def suite_lit(build: Path) -> SuiteResult:
@@ -90,8 +96,14 @@ def suite_lit(build: Path) -> SuiteResult:
     failed = count(r"^\s*(?:Failed|Unresolved|Timed Out|Unexpectedly Passed)\s*:\s*(\d+)", out)
     # An unsupported test is one whose dependency is missing: a failure here.
     unsupported = count(r"^\s*Unsupported\s*:\s*(\d+)", out)
-    return SuiteResult("lit", passed, failed + unsupported, time.monotonic() - start, rc,
-                       f"{unsupported} unsupported" if unsupported else "")
+    return SuiteResult(
+        "lit",
+        passed,
+        failed + unsupported,
+        time.monotonic() - start,
+        rc,
+        f"{unsupported} unsupported" if unsupported else "",
+    )
 
 
 def suite_ctest(name: str, build: Path, env: dict[str, str] | None = None) -> SuiteResult:
@@ -117,8 +129,14 @@ def suite_pytest(build: Path) -> SuiteResult:
     failed = count(r"(\d+) (?:failed|error)", out.splitlines()[-1] if out else "")
     skipped = count(r"(\d+) skipped", out.splitlines()[-1] if out else "")
     # A skip means a dependency was missing: that is a failure here.
-    return SuiteResult("pytest", passed, failed + skipped, time.monotonic() - start, rc,
-                       f"{skipped} skipped" if skipped else "")
+    return SuiteResult(
+        "pytest",
+        passed,
+        failed + skipped,
+        time.monotonic() - start,
+        rc,
+        f"{skipped} skipped" if skipped else "",
+    )
 
 
 def main() -> int:
@@ -144,8 +162,10 @@ def main() -> int:
     for r in results:
         status = "ok  " if r.ok else "FAIL"
         note = f"  ({r.note})" if r.note else ""
-        print(f"{status} {r.name:<28} {r.passed:>5} passed {r.failed:>4} failed "
-              f"{r.seconds:7.1f}s{note}")
+        print(
+            f"{status} {r.name:<28} {r.passed:>5} passed {r.failed:>4} failed "
+            f"{r.seconds:7.1f}s{note}"
+        )
     passed = sum(r.passed for r in results)
     failed = sum(r.failed for r in results) + sum(1 for r in results if not r.ok and r.failed == 0)
     print(f"{passed} passed, {failed} failed")
