@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run every mlbridge test suite and fail if any fails or runs nothing.
 
-Suites, in order: ruff (lint), lit (opt/llc/mlir-opt with the plugins), the C++
+Suites, in order: ruff and clang-format (style), lit (opt/llc/mlir-opt with the plugins), the C++
 unit tests and the C API test (ctest in the release build), pytest, and the
 C++ unit tests plus the bounded libFuzzer runs under AddressSanitizer and
 UndefinedBehaviorSanitizer with leak detection (ctest in the sanitizer build).
@@ -87,6 +87,29 @@ def suite_ruff() -> SuiteResult:
     )
 
 
+def suite_clang_format() -> SuiteResult:
+    """clang-format (LLVM style, .clang-format) over the C and C++ sources."""
+    start = time.monotonic()
+    listed = subprocess.run(
+        ["git", "ls-files", "*.c", "*.cpp", "*.h"], cwd=ROOT, capture_output=True, text=True
+    )
+    # Test inputs are compiled as given (their line numbers may be checked).
+    files = [
+        f
+        for f in listed.stdout.split()
+        if not f.startswith(("test/lit/Inputs/", "test/vectors/", "examples/"))
+    ]
+    rc, _ = run([str(VENV_BIN / "clang-format"), "--dry-run", "-Werror", *files])
+    return SuiteResult(
+        "clang-format",
+        len(files) if rc == 0 else 0,
+        0 if rc == 0 else 1,
+        time.monotonic() - start,
+        rc,
+        "files clean",
+    )
+
+
 def suite_lit(build: Path) -> SuiteResult:
     """The lit suite configured into the release build."""
     start = time.monotonic()
@@ -152,6 +175,7 @@ def main() -> int:
     }
     results = [
         suite_ruff(),
+        suite_clang_format(),
         suite_lit(args.build_dir),
         suite_ctest("ctest (unit + C API)", args.build_dir),
         suite_pytest(args.build_dir),

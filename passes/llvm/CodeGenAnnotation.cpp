@@ -37,10 +37,9 @@ Error annotateModuleForCodeGen(Module &M, StringRef CommentString,
     FunctionFeatures Feats = computeFunctionFeatures(F, LI);
     Expected<FunctionAdvice> Advice = Advisor.advise(F.getName(), Feats);
     if (!Advice)
-      return createStringError(inconvertibleErrorCode(),
-                               "no advice for function '%s': %s",
-                               F.getName().str().c_str(),
-                               toString(Advice.takeError()).c_str());
+      return createStringError(
+          inconvertibleErrorCode(), "no advice for function '%s': %s",
+          F.getName().str().c_str(), toString(Advice.takeError()).c_str());
     ++NumFunctions;
     NumInstructions += Feats.InstructionCount;
     NumLoops += Feats.LoopCount;

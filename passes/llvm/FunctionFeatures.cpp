@@ -58,8 +58,8 @@ FunctionFeatures computeFunctionFeatures(const Function &F,
   // getLoopsInPreorder() lists every loop, nested ones included.
   for (const Loop *L : LI.getLoopsInPreorder()) {
     ++R.LoopCount;
-    R.MaxLoopDepth =
-        std::max<int64_t>(R.MaxLoopDepth, static_cast<int64_t>(L->getLoopDepth()));
+    R.MaxLoopDepth = std::max<int64_t>(R.MaxLoopDepth,
+                                       static_cast<int64_t>(L->getLoopDepth()));
   }
   return R;
 }
@@ -131,7 +131,8 @@ PreservedAnalyses FunctionFeaturesPass::run(Function &F,
 
   F.addFnAttr(AdviceAttributeName, adviceName(*Advice));
   if (Options.ApplyAdvice) {
-    if (*Advice == FunctionAdvice::Inline && !F.hasFnAttribute(Attribute::NoInline))
+    if (*Advice == FunctionAdvice::Inline &&
+        !F.hasFnAttribute(Attribute::NoInline))
       F.addFnAttr(Attribute::InlineHint);
     else if (*Advice == FunctionAdvice::Size &&
              !F.hasFnAttribute(Attribute::OptimizeNone))

@@ -34,9 +34,9 @@ namespace mlbridge::passes {
 struct FunctionFeatures {
   int64_t InstructionCount = 0;
   int64_t BasicBlockCount = 0;
-  int64_t CallCount = 0;        ///< calls and invokes, intrinsics excluded
-  int64_t LoopCount = 0;        ///< all loops, nested ones included
-  int64_t MaxLoopDepth = 0;     ///< 0 when the function has no loop
+  int64_t CallCount = 0;    ///< calls and invokes, intrinsics excluded
+  int64_t LoopCount = 0;    ///< all loops, nested ones included
+  int64_t MaxLoopDepth = 0; ///< 0 when the function has no loop
   int64_t ArgumentCount = 0;
   int64_t LoadCount = 0;
   int64_t StoreCount = 0;
@@ -99,8 +99,7 @@ private:
 /// Writes one JSON object (single line, no newline) with the function name,
 /// its features and the advice.
 void printFeaturesJSON(llvm::raw_ostream &OS, llvm::StringRef FunctionName,
-                       const FunctionFeatures &Features,
-                       FunctionAdvice Advice);
+                       const FunctionFeatures &Features, FunctionAdvice Advice);
 
 /// Options of `FunctionFeaturesPass`.
 struct FunctionFeaturesOptions {
@@ -115,8 +114,7 @@ constexpr llvm::StringLiteral AdviceAttributeName = "mlbridge-advice";
 
 /// `mlbridge-function-features`: computes features, asks the advisor, records
 /// the decision as "mlbridge-advice"="<inline|size|speed|none>".
-class FunctionFeaturesPass
-    : public llvm::PassInfoMixin<FunctionFeaturesPass> {
+class FunctionFeaturesPass : public llvm::PassInfoMixin<FunctionFeaturesPass> {
 public:
   FunctionFeaturesPass(std::shared_ptr<FunctionAdvisor> Advisor,
                        FunctionFeaturesOptions Options)

@@ -1,4 +1,5 @@
-//===- ModelRunnerAdvisor.h - FunctionAdvisor over a model runner -*- C++ -*-===//
+//===- ModelRunnerAdvisor.h - FunctionAdvisor over a model runner -*- C++
+//-*-===//
 //
 // Part of mlbridge. Asks any `mlbridge::MLModelRunner` (callback, pipe, gRPC,
 // ONNX, TF AOT: the pass does not know which) for a function's advice. The

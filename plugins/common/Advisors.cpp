@@ -31,7 +31,8 @@ private:
 /// talks to it exactly as to any other runner.
 std::shared_ptr<passes::FunctionAdvisor>
 makeCallbackRunnerAdvisor(passes::BuiltinPolicyParams Params) {
-  auto Policy = [Params](ArrayRef<TensorRef> Features) -> Expected<TensorValue> {
+  auto Policy =
+      [Params](ArrayRef<TensorRef> Features) -> Expected<TensorValue> {
     Expected<passes::FunctionFeatures> F =
         passes::functionFeaturesFromTensors(Features);
     if (!F)

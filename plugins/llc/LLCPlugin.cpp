@@ -77,8 +77,8 @@ bool preCodeGen(Module &M, TargetMachine &TM, CodeGenFileType FileType,
     StringRef Comment = "#";
     if (const MCAsmInfo *MAI = TM.getMCAsmInfo())
       Comment = MAI->getCommentString();
-    if (Error E = mlbridge::passes::annotateModuleForCodeGen(M, Comment,
-                                                             Annotate, *Advisor)) {
+    if (Error E = mlbridge::passes::annotateModuleForCodeGen(
+            M, Comment, Annotate, *Advisor)) {
       // llc checks for reported errors only when a plugin returns true.
       Ctx.diagnose(DiagnosticInfoGeneric("MLBridgeLLCPlugin: " +
                                          toString(std::move(E))));
@@ -87,10 +87,10 @@ bool preCodeGen(Module &M, TargetMachine &TM, CodeGenFileType FileType,
   }
   if (!OwnPipeline)
     return false; // llc builds and runs its usual pipeline
-  if (Error E = mlbridge::passes::emitWithOwnCodeGenPipeline(M, TM, FileType,
-                                                             OS))
-    Ctx.diagnose(DiagnosticInfoGeneric("MLBridgeLLCPlugin: " +
-                                       toString(std::move(E))));
+  if (Error E =
+          mlbridge::passes::emitWithOwnCodeGenPipeline(M, TM, FileType, OS))
+    Ctx.diagnose(
+        DiagnosticInfoGeneric("MLBridgeLLCPlugin: " + toString(std::move(E))));
   return true;
 }
 

@@ -2,7 +2,8 @@
 //
 // Part of mlbridge. Load with
 //   mlir-opt --load-pass-plugin=<build>/lib/MLBridgeMLIRPlugin.so
-//     --pass-pipeline='builtin.module(func.func(mlbridge-annotate-loops))' in.mlir
+//     --pass-pipeline='builtin.module(func.func(mlbridge-annotate-loops))'
+//     in.mlir
 // or --mlbridge-annotate-loops='max-depth=1' (options in MLIR syntax).
 //
 //===----------------------------------------------------------------------===//

@@ -374,47 +374,22 @@ Expected<Message> BitstreamSerDes::decodeMessage(MessageKind Kind, int64_t Id,
 }
 
 Expected<std::optional<Record>> BitstreamSerDes::decode(ByteReader &Reader) {
-  uint64_t Offset = Reader.offset();
   std::string Line;
-  if (Error E = Reader.readLine(Line, limits().MaxMessageBytes)) {
-    if (isEndOfStream(E)) {
-      consumeError(std::move(E));
-      return std::nullopt;
-    }
-    return decodeError(Name, toString(std::move(E)));
-  }
-  Expected<json::Value> V = json::parse(Line);
-  if (!V)
-    return decodeError(Name, "invalid JSON line at byte offset " +
-                                 Twine(Offset) + ": " +
-                                 toString(V.takeError()));
-  const json::Object *O = V->getAsObject();
-  if (!O)
-    return decodeError(Name, "line at byte offset " + Twine(Offset) +
-                                 " is not a JSON object");
-  Expected<std::optional<Record>> Common =
-      parseCommonLine(*O, limits(), Name, Offset);
-  if (!Common || *Common) {
-    if (Common && std::holds_alternative<Header>(**Common))
-      CurrentHeader = std::get<Header>(**Common);
-    return Common;
-  }
-  for (MessageKind Kind :
-       {MessageKind::Observation, MessageKind::Outcome, MessageKind::Advice}) {
-    const json::Value *IdValue = O->get(messageKindName(Kind));
-    if (!IdValue)
-      continue;
-    std::optional<int64_t> Id = IdValue->getAsInteger();
-    if (!Id)
-      return decodeError(Name, "message id at byte offset " + Twine(Offset) +
-                                   " is not an integer");
-    Expected<Message> M = decodeMessage(Kind, *Id, *O, Offset, Reader);
-    if (!M)
-      return M.takeError();
-    return Record(std::move(*M));
-  }
-  return decodeError(Name,
-                     "unrecognized record at byte offset " + Twine(Offset));
+  uint64_t Offset = 0;
+  Expected<std::optional<LineRecord>> L =
+      readLineRecord(Reader, limits(), Name, CurrentHeader, Line, Offset);
+  if (!L)
+    return L.takeError();
+  if (!*L)
+    return std::nullopt;
+  if (Record *R = std::get_if<Record>(&**L))
+    return std::move(*R);
+  const MessageLine &ML = std::get<MessageLine>(**L);
+  Expected<Message> M =
+      decodeMessage(ML.Kind, ML.Id, ML.Object, Offset, Reader);
+  if (!M)
+    return M.takeError();
+  return Record(std::move(*M));
 }
 
 std::unique_ptr<SerDes> createBitstreamSerDes(const DecoderLimits &Limits) {

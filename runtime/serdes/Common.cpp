@@ -97,10 +97,11 @@ Expected<Header> parseHeader(const json::Object &O,
   return H;
 }
 
-Expected<std::optional<Record>> parseCommonLine(const json::Object &O,
-                                                const DecoderLimits &Limits,
-                                                StringRef SerDesName,
-                                                uint64_t Offset) {
+/// The records that are a single line: header, context and end; std::nullopt
+/// if \p O is none of them.
+static Expected<std::optional<Record>>
+parseCommonLine(const json::Object &O, const DecoderLimits &Limits,
+                StringRef SerDesName, uint64_t Offset) {
   std::string Where = " at byte offset " + std::to_string(Offset);
   if (O.get("features")) {
     Expected<Header> H = parseHeader(O, Limits);
@@ -123,6 +124,51 @@ Expected<std::optional<Record>> parseCommonLine(const json::Object &O,
     return Record(End{});
   }
   return std::nullopt;
+}
+
+Expected<std::optional<LineRecord>>
+readLineRecord(ByteReader &Reader, const DecoderLimits &Limits,
+               StringRef SerDesName, std::optional<Header> &CurrentHeader,
+               std::string &Line, uint64_t &Offset) {
+  Offset = Reader.offset();
+  if (Error E = Reader.readLine(Line, Limits.MaxMessageBytes)) {
+    if (isEndOfStream(E)) {
+      consumeError(std::move(E));
+      return std::nullopt;
+    }
+    return decodeError(SerDesName, toString(std::move(E)));
+  }
+  Expected<json::Value> V = json::parse(Line);
+  if (!V)
+    return decodeError(SerDesName, "invalid JSON line at byte offset " +
+                                       Twine(Offset) + ": " +
+                                       toString(V.takeError()));
+  json::Object *O = V->getAsObject();
+  if (!O)
+    return decodeError(SerDesName, "line at byte offset " + Twine(Offset) +
+                                       " is not a JSON object");
+  Expected<std::optional<Record>> Common =
+      parseCommonLine(*O, Limits, SerDesName, Offset);
+  if (!Common)
+    return Common.takeError();
+  if (*Common) {
+    if (const Header *H = std::get_if<Header>(&**Common))
+      CurrentHeader = *H;
+    return LineRecord(std::move(**Common));
+  }
+  for (MessageKind Kind :
+       {MessageKind::Observation, MessageKind::Outcome, MessageKind::Advice}) {
+    const json::Value *IdValue = O->get(messageKindName(Kind));
+    if (!IdValue)
+      continue;
+    std::optional<int64_t> Id = IdValue->getAsInteger();
+    if (!Id)
+      return decodeError(SerDesName, "message id at byte offset " +
+                                         Twine(Offset) + " is not an integer");
+    return LineRecord(MessageLine{Kind, *Id, std::move(*O)});
+  }
+  return decodeError(SerDesName,
+                     "unrecognized record at byte offset " + Twine(Offset));
 }
 
 Error inRecord(Error E, const Twine &What) {

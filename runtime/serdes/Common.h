@@ -34,11 +34,25 @@ llvm::Error writeContextLine(llvm::StringRef Name, std::string &Out);
 llvm::Expected<Header> parseHeader(const llvm::json::Object &O,
                                    const DecoderLimits &Limits);
 
-/// The line-level records common to bitstream and JSON: header, context and
-/// end. Returns std::nullopt if \p O is none of them.
-llvm::Expected<std::optional<Record>>
-parseCommonLine(const llvm::json::Object &O, const DecoderLimits &Limits,
-                llvm::StringRef SerDesName, uint64_t Offset);
+/// The start of a message line: its kind, its id and the parsed line, for
+/// the SerDes to read the tensors from.
+struct MessageLine {
+  MessageKind Kind;
+  int64_t Id;
+  llvm::json::Object Object;
+};
+
+/// One line of the bitstream or JSON SerDes, read and parsed: a complete
+/// header, context or end record, or the start of a message.
+using LineRecord = std::variant<Record, MessageLine>;
+
+/// Reads the next line from \p Reader into \p Line (its start offset into
+/// \p Offset) and decodes what bitstream and JSON share. A header becomes
+/// \p CurrentHeader. Returns std::nullopt at a clean end of input.
+llvm::Expected<std::optional<LineRecord>>
+readLineRecord(ByteReader &Reader, const DecoderLimits &Limits,
+               llvm::StringRef SerDesName, std::optional<Header> &CurrentHeader,
+               std::string &Line, uint64_t &Offset);
 
 /// Turns an EndOfStreamError inside a record into a truncation error that
 /// names \p What; other errors pass through.

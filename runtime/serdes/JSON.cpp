@@ -587,65 +587,38 @@ Expected<TensorValue> JSONSerDes::decodeTensor(const json::Value &V,
 }
 
 Expected<std::optional<Record>> JSONSerDes::decode(ByteReader &Reader) {
-  uint64_t Offset = Reader.offset();
   std::string Line;
-  if (Error E = Reader.readLine(Line, limits().MaxMessageBytes)) {
-    if (isEndOfStream(E)) {
-      consumeError(std::move(E));
-      return std::nullopt;
-    }
-    return decodeError(Name, toString(std::move(E)));
+  uint64_t Offset = 0;
+  Expected<std::optional<LineRecord>> L =
+      readLineRecord(Reader, limits(), Name, CurrentHeader, Line, Offset);
+  if (!L)
+    return L.takeError();
+  if (!*L)
+    return std::nullopt;
+  if (Record *R = std::get_if<Record>(&**L))
+    return std::move(*R);
+  const MessageLine &ML = std::get<MessageLine>(**L);
+  const json::Array *Tensors = ML.Object.getArray("tensors");
+  if (!Tensors)
+    return decodeError(Name, "message at byte offset " + Twine(Offset) +
+                                 " has no 'tensors' array");
+  if (Tensors->size() > limits().MaxTensors)
+    return decodeError(Name, "message at byte offset " + Twine(Offset) +
+                                 " has " + Twine(Tensors->size()) +
+                                 " tensors, above the limit of " +
+                                 Twine(limits().MaxTensors) + " (MaxTensors)");
+  DataLiterals Literals(Line);
+  Message M;
+  M.Kind = ML.Kind;
+  M.Id = ML.Id;
+  M.Tensors.reserve(Tensors->size());
+  for (size_t I = 0; I < Tensors->size(); ++I) {
+    Expected<TensorValue> T = decodeTensor((*Tensors)[I], I, Literals, Offset);
+    if (!T)
+      return T.takeError();
+    M.Tensors.push_back(std::move(*T));
   }
-  Expected<json::Value> V = json::parse(Line);
-  if (!V)
-    return decodeError(Name, "invalid JSON line at byte offset " +
-                                 Twine(Offset) + ": " +
-                                 toString(V.takeError()));
-  const json::Object *O = V->getAsObject();
-  if (!O)
-    return decodeError(Name, "line at byte offset " + Twine(Offset) +
-                                 " is not a JSON object");
-  Expected<std::optional<Record>> Common =
-      parseCommonLine(*O, limits(), Name, Offset);
-  if (!Common || *Common) {
-    if (Common && std::holds_alternative<Header>(**Common))
-      CurrentHeader = std::get<Header>(**Common);
-    return Common;
-  }
-  for (MessageKind Kind :
-       {MessageKind::Observation, MessageKind::Outcome, MessageKind::Advice}) {
-    const json::Value *IdValue = O->get(messageKindName(Kind));
-    if (!IdValue)
-      continue;
-    std::optional<int64_t> Id = IdValue->getAsInteger();
-    if (!Id)
-      return decodeError(Name, "message id at byte offset " + Twine(Offset) +
-                                   " is not an integer");
-    const json::Array *Tensors = O->getArray("tensors");
-    if (!Tensors)
-      return decodeError(Name, "message at byte offset " + Twine(Offset) +
-                                   " has no 'tensors' array");
-    if (Tensors->size() > limits().MaxTensors)
-      return decodeError(
-          Name, "message at byte offset " + Twine(Offset) + " has " +
-                    Twine(Tensors->size()) + " tensors, above the limit of " +
-                    Twine(limits().MaxTensors) + " (MaxTensors)");
-    DataLiterals Literals(Line);
-    Message M;
-    M.Kind = Kind;
-    M.Id = *Id;
-    M.Tensors.reserve(Tensors->size());
-    for (size_t I = 0; I < Tensors->size(); ++I) {
-      Expected<TensorValue> T =
-          decodeTensor((*Tensors)[I], I, Literals, Offset);
-      if (!T)
-        return T.takeError();
-      M.Tensors.push_back(std::move(*T));
-    }
-    return Record(std::move(M));
-  }
-  return decodeError(Name,
-                     "unrecognized record at byte offset " + Twine(Offset));
+  return Record(std::move(M));
 }
 
 std::unique_ptr<SerDes> createJSONSerDes(const DecoderLimits &Limits) {

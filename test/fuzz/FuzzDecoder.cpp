@@ -1,9 +1,10 @@
-//===- FuzzBitstream.cpp - libFuzzer target of the bitstream decoder ------===//
+//===- FuzzDecoder.cpp - libFuzzer target of one SerDes decoder -----------===//
 //
 // Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
 //
 //===----------------------------------------------------------------------===//
 //
+// Built once per SerDes, with MLBRIDGE_FUZZ_SERDES naming the SerDesKind.
 // Decodes a whole stream until its end or the first error. Any crash, leak
 // or sanitizer report is a bug; errors are the expected outcome.
 //
@@ -18,8 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
   // Small limits keep each input cheap while still exercising the checks.
   mlbridge::DecoderLimits Limits;
   Limits.MaxMessageBytes = 1 << 20;
-  std::unique_ptr<mlbridge::SerDes> S = llvm::cantFail(
-      mlbridge::createSerDes(mlbridge::SerDesKind::Bitstream, Limits));
+  std::unique_ptr<mlbridge::SerDes> S = llvm::cantFail(mlbridge::createSerDes(
+      mlbridge::SerDesKind::MLBRIDGE_FUZZ_SERDES, Limits));
   mlbridge::MemoryByteReader Reader(
       llvm::StringRef(reinterpret_cast<const char *>(Data), Size));
   llvm::Expected<std::vector<mlbridge::Record>> Records =
