@@ -13,6 +13,9 @@ __all__ = [
     "LimitExceededError",
     "MLBridgeError",
     "MalformedInputError",
+    "PipeClosedError",
+    "PipeError",
+    "PipeTimeoutError",
     "SerDesError",
     "SpecError",
     "TruncatedInputError",
@@ -54,3 +57,15 @@ class UnsupportedValueError(SerDesError):
 
 class HeaderMismatchError(SerDesError):
     """A message does not match the stream header (names, order, types, shapes)."""
+
+
+class PipeError(MLBridgeError):
+    """A named-pipe channel to a compiler failed (see :mod:`mlbridge.compiler.pipe`)."""
+
+
+class PipeTimeoutError(PipeError, TimeoutError):
+    """A bounded wait on a named pipe ran out: the message names the FIFO and the bound."""
+
+
+class PipeClosedError(PipeError, ConnectionError):
+    """The peer closed its end of a named pipe where more was expected."""
