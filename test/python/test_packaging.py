@@ -1,5 +1,6 @@
 """`pip install .` gives the pure-Python model side: no LLVM, no build folder."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -29,9 +30,18 @@ print(mlbridge.__file__)
 
 
 def test_wheel_is_pure_python_and_works_in_a_fresh_environment(tmp_path):
+    # Build from a copy of what the package is made of: setuptools writes its
+    # build tree and egg-info next to the sources, which must not race with
+    # another run in the checkout.
+    source = tmp_path / "source"
+    shutil.copytree(
+        REPO / "mlbridge", source / "mlbridge", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for name in ("pyproject.toml", "setup.cfg", "README.md"):
+        shutil.copy(REPO / name, source / name)
     wheels = tmp_path / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(source)],
         check=True,
         capture_output=True,
     )
