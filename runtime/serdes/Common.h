@@ -54,6 +54,13 @@ readLineRecord(ByteReader &Reader, const DecoderLimits &Limits,
                llvm::StringRef SerDesName, std::optional<Header> &CurrentHeader,
                std::string &Line, uint64_t &Offset);
 
+/// Checks a decoded concrete shape against \p Limits and returns its element
+/// count; \p What names the tensor in errors.
+llvm::Expected<uint64_t> checkTensorShape(llvm::ArrayRef<int64_t> Shape,
+                                          ElementType Type,
+                                          llvm::StringRef What,
+                                          const DecoderLimits &Limits);
+
 /// Turns an EndOfStreamError inside a record into a truncation error that
 /// names \p What; other errors pass through.
 llvm::Error inRecord(llvm::Error E, const llvm::Twine &What);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "ProtoTensors.h"
 
 #include "mlbridge/v1/tensor.pb.h"
 
@@ -31,7 +32,7 @@ static Expected<ElementType> fromProto(int T, StringRef What) {
   return static_cast<ElementType>(T - 1);
 }
 
-static void toProto(const TensorSpec &S, v1::TensorSpec &P) {
+void specToProto(const TensorSpec &S, v1::TensorSpec &P) {
   P.set_name(S.name());
   P.set_type(toProto(S.type()));
   for (int64_t D : S.shape())
@@ -39,8 +40,8 @@ static void toProto(const TensorSpec &S, v1::TensorSpec &P) {
   P.set_port(S.port());
 }
 
-static Expected<TensorSpec> fromProto(const v1::TensorSpec &P,
-                                      const DecoderLimits &Limits) {
+Expected<TensorSpec> specFromProto(const v1::TensorSpec &P,
+                                   const DecoderLimits &Limits) {
   Expected<ElementType> Type = fromProto(P.type(), P.name());
   if (!Type)
     return Type.takeError();
@@ -71,11 +72,11 @@ public:
     v1::Record R;
     v1::Header *P = R.mutable_header();
     for (const TensorSpec &S : H.Features)
-      toProto(S, *P->add_features());
+      specToProto(S, *P->add_features());
     if (H.Advice)
-      toProto(*H.Advice, *P->mutable_advice());
+      specToProto(*H.Advice, *P->mutable_advice());
     if (H.Score)
-      toProto(*H.Score, *P->mutable_score());
+      specToProto(*H.Score, *P->mutable_score());
     CurrentHeader = H;
     return append(R, Out);
   }
@@ -118,18 +119,13 @@ private:
     Out += Bytes;
     return Error::success();
   }
-
-  Expected<Message> fromProto(const v1::TensorMessage &P,
-                              uint64_t Offset) const;
 };
 
 } // namespace
 
-Error ProtobufSerDes::encodeMessage(MessageKind Kind, int64_t Id,
-                                    ArrayRef<TensorRef> Tensors,
-                                    std::string &Out) {
-  v1::Record R;
-  v1::TensorMessage *M = R.mutable_message();
+Error messageToProto(MessageKind Kind, int64_t Id, ArrayRef<TensorRef> Tensors,
+                     v1::TensorMessage &P) {
+  v1::TensorMessage *M = &P;
   M->set_kind(static_cast<v1::MessageKind>(static_cast<int>(Kind)));
   M->set_id(Id);
   for (const TensorRef &T : Tensors) {
@@ -148,23 +144,33 @@ Error ProtobufSerDes::encodeMessage(MessageKind Kind, int64_t Id,
     if (!json::isUTF8(T.name()))
       return createStringError(inconvertibleErrorCode(),
                                "protobuf: tensor name is not valid UTF-8");
-    v1::Tensor *P = M->add_tensors();
-    P->set_name(T.name().str());
-    P->set_type(toProto(T.type()));
+    v1::Tensor *PT = M->add_tensors();
+    PT->set_name(T.name().str());
+    PT->set_type(toProto(T.type()));
     for (int64_t D : T.shape())
-      P->add_shape(D);
+      PT->add_shape(D);
     if (T.type() == ElementType::String) {
       for (const std::string &S : T.strings())
-        P->add_strings(S);
+        PT->add_strings(S);
     } else {
-      P->set_data(T.bytes().data(), T.bytes().size());
+      PT->set_data(T.bytes().data(), T.bytes().size());
     }
   }
+  return Error::success();
+}
+
+Error ProtobufSerDes::encodeMessage(MessageKind Kind, int64_t Id,
+                                    ArrayRef<TensorRef> Tensors,
+                                    std::string &Out) {
+  v1::Record R;
+  if (Error E = messageToProto(Kind, Id, Tensors, *R.mutable_message()))
+    return E;
   return append(R, Out);
 }
 
-Expected<Message> ProtobufSerDes::fromProto(const v1::TensorMessage &P,
-                                            uint64_t Offset) const {
+Expected<Message> messageFromProto(const v1::TensorMessage &P,
+                                   const DecoderLimits &Limits,
+                                   const Twine &Where) {
   Message M;
   switch (P.kind()) {
   case v1::MESSAGE_KIND_OBSERVATION:
@@ -177,24 +183,21 @@ Expected<Message> ProtobufSerDes::fromProto(const v1::TensorMessage &P,
     M.Kind = MessageKind::Advice;
     break;
   default:
-    return decodeError(Name, "message at byte offset " + Twine(Offset) +
-                                 " has unknown kind " + Twine(P.kind()));
+    return decodeError(Name, Where + " has unknown kind " + Twine(P.kind()));
   }
   M.Id = P.id();
-  if (static_cast<size_t>(P.tensors_size()) > limits().MaxTensors)
-    return decodeError(Name, "message at byte offset " + Twine(Offset) +
-                                 " has " + Twine(P.tensors_size()) +
+  if (static_cast<size_t>(P.tensors_size()) > Limits.MaxTensors)
+    return decodeError(Name, Where + " has " + Twine(P.tensors_size()) +
                                  " tensors, above the limit (MaxTensors)");
   M.Tensors.reserve(P.tensors_size());
   for (const v1::Tensor &T : P.tensors()) {
     if (T.name().empty())
-      return decodeError(Name, "a tensor of the message at byte offset " +
-                                   Twine(Offset) + " has no name");
-    Expected<ElementType> Type = mlbridge::fromProto(T.type(), T.name());
+      return decodeError(Name, "a tensor of the " + Where + " has no name");
+    Expected<ElementType> Type = fromProto(T.type(), T.name());
     if (!Type)
       return Type.takeError();
     std::vector<int64_t> Shape(T.shape().begin(), T.shape().end());
-    Expected<uint64_t> Count = checkShape(Shape, *Type, T.name());
+    Expected<uint64_t> Count = checkTensorShape(Shape, *Type, T.name(), Limits);
     if (!Count)
       return decodeError(Name, toString(Count.takeError()));
     if (*Type == ElementType::String) {
@@ -282,19 +285,19 @@ Expected<std::optional<Record>> ProtobufSerDes::decode(ByteReader &Reader) {
                                    " has " + Twine(P.features_size()) +
                                    " features, above the limit (MaxTensors)");
     for (const v1::TensorSpec &S : P.features()) {
-      Expected<TensorSpec> Spec = mlbridge::fromProto(S, limits());
+      Expected<TensorSpec> Spec = specFromProto(S, limits());
       if (!Spec)
         return Spec.takeError();
       H.Features.push_back(std::move(*Spec));
     }
     if (P.has_advice()) {
-      Expected<TensorSpec> Spec = mlbridge::fromProto(P.advice(), limits());
+      Expected<TensorSpec> Spec = specFromProto(P.advice(), limits());
       if (!Spec)
         return Spec.takeError();
       H.Advice = std::move(*Spec);
     }
     if (P.has_score()) {
-      Expected<TensorSpec> Spec = mlbridge::fromProto(P.score(), limits());
+      Expected<TensorSpec> Spec = specFromProto(P.score(), limits());
       if (!Spec)
         return Spec.takeError();
       H.Score = std::move(*Spec);
@@ -305,7 +308,8 @@ Expected<std::optional<Record>> ProtobufSerDes::decode(ByteReader &Reader) {
   case v1::Record::kContext:
     return Record(Context{R.context()});
   case v1::Record::kMessage: {
-    Expected<Message> M = fromProto(R.message(), Offset);
+    Expected<Message> M = messageFromProto(
+        R.message(), limits(), "message at byte offset " + Twine(Offset));
     if (!M)
       return M.takeError();
     return Record(std::move(*M));

@@ -75,8 +75,9 @@ Error SerDes::encode(const Record &R, std::string &Out) {
   return encodeEnd(Out);
 }
 
-Expected<uint64_t> SerDes::checkShape(ArrayRef<int64_t> Shape, ElementType Type,
-                                      StringRef What) const {
+Expected<uint64_t> checkTensorShape(ArrayRef<int64_t> Shape, ElementType Type,
+                                    StringRef What,
+                                    const DecoderLimits &Limits) {
   if (Shape.size() > Limits.MaxRank)
     return createStringError(inconvertibleErrorCode(),
                              "tensor '%s' has rank %zu, above the limit of "
@@ -108,6 +109,11 @@ Expected<uint64_t> SerDes::checkShape(ArrayRef<int64_t> Shape, ElementType Type,
         What.str().c_str(), formatShape(Shape).c_str(),
         static_cast<unsigned long long>(Limits.MaxMessageBytes));
   return *Count;
+}
+
+Expected<uint64_t> SerDes::checkShape(ArrayRef<int64_t> Shape, ElementType Type,
+                                      StringRef What) const {
+  return checkTensorShape(Shape, Type, What, Limits);
 }
 
 Expected<std::unique_ptr<SerDes>> createSerDes(SerDesKind Kind,

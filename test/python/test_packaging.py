@@ -1,5 +1,6 @@
 """`pip install .` gives the pure-Python model side: no LLVM, no build folder."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -66,11 +67,14 @@ def test_wheel_is_pure_python_and_works_in_a_fresh_environment(tmp_path):
     assert result.returncode == 0, result.stderr
     assert str(venv) in result.stdout  # the installed copy, not the checkout
 
+    # Without a build folder (run_tests.py sets MLBRIDGE_BUILD_DIR for pytest).
+    env = {k: v for k, v in os.environ.items() if k != "MLBRIDGE_BUILD_DIR"}
     cli = subprocess.run(
         [str(venv / "bin" / "mlbridge"), "plugin-path", "llvm"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
+        env=env,
     )
     assert cli.returncode == 1
     assert "mlbridge: error:" in cli.stderr

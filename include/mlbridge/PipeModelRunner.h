@@ -1,0 +1,153 @@
+//===- PipeModelRunner.h - A model in another process, over FIFOs -*- C++
+//-*-===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The compiler side of LLVM's interactive named-pipe protocol
+/// (llvm/lib/Analysis/InteractiveModelRunner.cpp), with bounded waits and
+/// clear errors. docs/pipe-protocol.md describes the bytes.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MLBRIDGE_PIPEMODELRUNNER_H
+#define MLBRIDGE_PIPEMODELRUNNER_H
+
+#include "mlbridge/MLModelRunner.h"
+#include "mlbridge/SerDes/ByteReader.h"
+#include "mlbridge/SerDes/SerDes.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace mlbridge {
+
+/// How a PipeModelRunner connects and talks.
+struct PipeModelRunnerOptions {
+  /// The channel base: the runner writes `<base>.out` and reads `<base>.in`.
+  std::string ChannelBase;
+  /// Bitstream is LLVM's protocol exactly: observations in the bitstream
+  /// layout, the reply is the advice tensor's raw bytes. JSON and Protobuf
+  /// send records both ways: the reply is an advice message record.
+  SerDesKind Kind = SerDesKind::Bitstream;
+  /// Bound of the wait for the model to open its ends of the FIFOs.
+  std::chrono::milliseconds ConnectTimeout{60000};
+  /// Bound of each wait for the model to read an observation or to send
+  /// (the next part of) a reply.
+  std::chrono::milliseconds Timeout{300000};
+  /// Create the FIFOs (mode 0600) if they do not exist, and remove the ones
+  /// created when the runner is destroyed. A stale FIFO at either path is
+  /// reused; any other kind of file is an error.
+  bool CreateFifos = false;
+  /// Limits of the reply decoder.
+  DecoderLimits Limits;
+};
+
+/// Reads a FIFO (or any file descriptor that supports poll) through the
+/// ByteReader interface, waiting at most a fixed time for each chunk. The end
+/// of input is a read of zero bytes after poll() reports the descriptor
+/// ready, i.e. the writer closed its end; it is never mistaken for "no data
+/// yet" (no busy loop). Errors name \p Path and the bound.
+class FdByteReader final : public ByteReader {
+public:
+  /// Reads \p FD (not owned; made non-blocking by the caller or not, both
+  /// work), naming it \p Path in errors.
+  FdByteReader(int FD, std::string Path, std::chrono::milliseconds Timeout);
+
+  llvm::Error readExact(llvm::MutableArrayRef<char> Buffer) override;
+  llvm::Error readLine(std::string &Line, size_t MaxLen) override;
+  uint64_t offset() const override { return Offset; }
+
+  /// True once the writer has closed its end and every byte was consumed.
+  bool atEnd() const { return Eof && Start == Buf.size(); }
+  /// True if the last failure was a timeout.
+  bool timedOut() const { return TimedOut; }
+
+private:
+  /// Reads one more chunk into Buf; false at the end of input.
+  llvm::Expected<bool> fill(const llvm::Twine &What);
+
+  int FD;
+  std::string Path;
+  std::chrono::milliseconds Timeout;
+  std::string Buf;
+  size_t Start = 0;
+  uint64_t Offset = 0;
+  bool Eof = false;
+  bool TimedOut = false;
+};
+
+/// Asks a model in another process over two FIFOs, speaking LLVM's
+/// interactive protocol: the runner opens `<base>.in` for reading and then
+/// `<base>.out` for writing (as LLVM's InteractiveModelRunner does, but
+/// without blocking: O_NONBLOCK opens retried until the connect bound), sends
+/// the header on first use, then one observation per evaluation, and reads
+/// the reply.
+///
+/// Peer death is an error, never a hang or a signal: a write to a FIFO whose
+/// reader has gone raises SIGPIPE, so the runner blocks SIGPIPE on the
+/// calling thread around each write, takes the EPIPE, and discards the
+/// pending signal before restoring the thread's mask. A read that finds the
+/// writer gone (end of file) is an error naming the FIFO.
+class PipeModelRunner final : public MLModelRunner {
+public:
+  /// Checks the specs and options; connects on first use.
+  static llvm::Expected<std::unique_ptr<PipeModelRunner>>
+  create(std::vector<TensorSpec> FeatureSpecs, TensorSpec AdviceSpec,
+         PipeModelRunnerOptions Options);
+
+  ~PipeModelRunner() override;
+
+  /// Opens the FIFOs (if not yet open) and sends the header. Called by the
+  /// first evaluation or switchContext().
+  llvm::Error connect();
+
+  /// Sends a context record (LLVM sends the function or module name); the
+  /// following observations are numbered from 0.
+  llvm::Error switchContext(llvm::StringRef Name);
+
+  /// The options.
+  const PipeModelRunnerOptions &options() const { return Options; }
+  /// `<base>.out`, compiler to model.
+  const std::string &outboundPath() const { return OutPath; }
+  /// `<base>.in`, model to compiler.
+  const std::string &inboundPath() const { return InPath; }
+
+protected:
+  llvm::Expected<TensorValue>
+  evaluateUntyped(llvm::ArrayRef<TensorRef> Features) override;
+
+private:
+  struct PrivateTag {
+    explicit PrivateTag() = default;
+  };
+
+public:
+  /// Use create().
+  PipeModelRunner(PrivateTag, std::vector<TensorSpec> FeatureSpecs,
+                  TensorSpec AdviceSpec, PipeModelRunnerOptions Options,
+                  std::unique_ptr<SerDes> Out, std::unique_ptr<SerDes> In);
+
+private:
+  llvm::Error makeFifos();
+  llvm::Error writeAll(llvm::StringRef Data, const llvm::Twine &What);
+  llvm::Expected<TensorValue> readReply(int64_t Id);
+  /// Marks the runner broken: later evaluations fail at once.
+  llvm::Error fail(llvm::Error E);
+
+  PipeModelRunnerOptions Options;
+  std::string InPath, OutPath;
+  std::unique_ptr<SerDes> Out, In;
+  std::unique_ptr<FdByteReader> Reader;
+  int InFD = -1, OutFD = -1;
+  bool CreatedIn = false, CreatedOut = false;
+  int64_t NextId = 0;
+  std::string Broken;
+};
+
+} // namespace mlbridge
+
+#endif // MLBRIDGE_PIPEMODELRUNNER_H

@@ -1,0 +1,750 @@
+"""The model side of LLVM's interactive named-pipe protocol (and mlbridge's superset).
+
+A compiler started with, e.g., ``opt -enable-ml-inliner=release
+-inliner-interactive-channel-base=<base>`` (or ``llc -regalloc-enable-priority-advisor=release
+-regalloc-priority-interactive-channel-base=<base>``, or mlbridge's ``PipeModelRunner``)
+talks to a model through two FIFOs (``docs/pipe-protocol.md``):
+
+- ``<base>.out``, compiler to model: a header line naming every feature and the advice,
+  ``{"context":...}`` lines, and one observation record per decision;
+- ``<base>.in``, model to compiler: the advice for each observation. With the
+  ``bitstream`` SerDes (LLVM's protocol) this is the advice tensor's raw bytes, nothing
+  else; with ``json`` or ``protobuf`` it is an advice message record.
+
+The model opens ``<base>.in`` for writing first, then ``<base>.out`` for reading (the
+compiler opens them in the same order, the other way round). Every wait here is bounded:
+opening the FIFOs, each read, each write::
+
+    with FifoChannel() as channel, PipeCompilerInterface(channel.base, timeout=30) as ci:
+        ...  # start the compiler with channel.base
+        while (obs := ci.evaluate()) is not None:
+            ci.respond(int(obs["callee_basic_block_count"][0] <= 1))
+
+Nothing here knows a particular advisor: names, types and shapes come from the header.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import re
+import select
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from mlbridge.errors import (
+    LimitExceededError,
+    PipeClosedError,
+    PipeError,
+    PipeTimeoutError,
+    TruncatedInputError,
+)
+from mlbridge.serdes import Context, End, Header, Message, MessageKind, SerDes, get_serdes
+from mlbridge.serdes.bitstream import encode_values
+from mlbridge.tensor import Tensor
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_TIMEOUT",
+    "DriveResult",
+    "FifoChannel",
+    "Observation",
+    "PipeCompilerInterface",
+    "drive_compiler",
+]
+
+#: Seconds to wait for the compiler to open its ends of the FIFOs.
+DEFAULT_CONNECT_TIMEOUT = 60.0
+#: Seconds to wait for each read (the next record, the rest of a record) or write.
+DEFAULT_TIMEOUT = 300.0
+
+_READ_CHUNK = 1 << 16
+# Back-off of the open() polls: from 1 ms up to 50 ms between attempts.
+_POLL_MIN = 0.001
+_POLL_MAX = 0.05
+_PRIVATE_PREFIX = "mlbridge-pipe-"
+_PRIVATE_RE = re.compile(re.escape(_PRIVATE_PREFIX) + r"(\d+)-[^/]+")
+
+Policy = Callable[["Observation"], Any]
+
+
+def _check_timeout(value: float, what: str) -> float:
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{what} must be a positive number of seconds, got {value!r}")
+    return value
+
+
+def _poll_ms(deadline: float) -> int:
+    """Milliseconds until ``deadline`` for ``poll``, at least 1 while time remains."""
+    return max(1, math.ceil((deadline - time.monotonic()) * 1000))
+
+
+# -- FIFO creation -------------------------------------------------------------------
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_channels(parent: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Remove private channel folders left in ``parent`` by crashed processes.
+
+    A folder qualifies if its name is ``mlbridge-pipe-<pid>-*``, it belongs to the
+    current user, process ``<pid>`` no longer exists, and it holds nothing but FIFOs.
+    Returns the folders removed.
+    """
+    root = Path(parent if parent is not None else tempfile.gettempdir())
+    removed = []
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _PRIVATE_RE.fullmatch(entry.name)
+        if m is None or _pid_alive(int(m.group(1))):
+            continue
+        try:
+            st = entry.lstat()
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+                continue
+            children = list(entry.iterdir())
+            if not all(stat.S_ISFIFO(c.lstat().st_mode) for c in children):
+                continue
+            for c in children:
+                c.unlink()
+            entry.rmdir()
+            removed.append(entry)
+        except OSError:
+            continue  # another process is cleaning up, or it is not ours after all
+    return removed
+
+
+def _remove_paths(paths: Sequence[Path], directory: Path | None) -> None:
+    for p in paths:
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+class FifoChannel:
+    """Creates ``<base>.in`` and ``<base>.out`` and removes them on every exit path.
+
+    By default the FIFOs live in a new private folder (mode 0700) under ``parent``
+    (default: the temporary folder), named ``mlbridge-pipe-<pid>-*``; the FIFOs are mode
+    0600. Folders of that name left by crashed processes are removed first (see
+    :func:`remove_stale_channels`). Given ``base``, the FIFOs are made there instead: a
+    stale FIFO at either path (from a crashed run) is replaced, any other kind of file is
+    refused. Use it as a context manager; :meth:`close` is also called when the object is
+    collected or the interpreter exits.
+
+    Args:
+        base: The channel base path, or ``None`` for a private folder.
+        parent: Where to make the private folder (``base`` must be ``None``).
+        name: The base file name inside the private folder.
+    """
+
+    def __init__(
+        self,
+        base: str | os.PathLike[str] | None = None,
+        *,
+        parent: str | os.PathLike[str] | None = None,
+        name: str = "channel",
+    ) -> None:
+        if base is not None and parent is not None:
+            raise ValueError("give either base or parent, not both")
+        if "/" in name or not name:
+            raise ValueError(f"name must be a plain file name, got {name!r}")
+        self.directory: Path | None = None
+        if base is None:
+            remove_stale_channels(parent)
+            self.directory = Path(
+                tempfile.mkdtemp(prefix=f"{_PRIVATE_PREFIX}{os.getpid()}-", dir=parent)
+            )
+            os.chmod(self.directory, 0o700)
+            self.base = self.directory / name
+        else:
+            self.base = Path(base)
+        self.in_path = Path(f"{self.base}.in")
+        self.out_path = Path(f"{self.base}.out")
+        created: list[Path] = []
+        self._finalizer = weakref.finalize(self, _remove_paths, created, self.directory)
+        try:
+            for path in (self.in_path, self.out_path):
+                self._make_fifo(path)
+                created.append(path)
+        except BaseException:
+            self._finalizer()
+            raise
+
+    @staticmethod
+    def _make_fifo(path: Path) -> None:
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            pass
+        else:
+            if not stat.S_ISFIFO(st.st_mode):
+                raise PipeError(f"{path} exists and is not a FIFO: refusing to replace it")
+            path.unlink()  # a stale FIFO from a crashed run
+        try:
+            os.mkfifo(path, 0o600)
+            os.chmod(path, 0o600)  # whatever the umask
+        except OSError as e:
+            raise PipeError(f"cannot create FIFO {path}: {e.strerror}") from None
+
+    @property
+    def closed(self) -> bool:
+        """Whether the FIFOs (and the private folder) have been removed."""
+        return not self._finalizer.alive
+
+    def close(self) -> None:
+        """Remove the FIFOs and the private folder (idempotent)."""
+        self._finalizer()
+
+    def __enter__(self) -> FifoChannel:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"FifoChannel({str(self.base)!r})"
+
+
+# -- bounded I/O on a FIFO ------------------------------------------------------------
+
+
+def _wait_for_fifo(path: Path, deadline: float, timeout: float, abort: Callable[[], None]) -> None:
+    """Wait until ``path`` exists (the compiler may create it); refuse a non-FIFO."""
+    delay = _POLL_MIN
+    while True:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            pass
+        else:
+            if not stat.S_ISFIFO(st.st_mode):
+                raise PipeError(f"{path} is not a FIFO")
+            return
+        abort()
+        if time.monotonic() >= deadline:
+            raise PipeTimeoutError(f"{path} did not appear within {timeout:g} s")
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, _POLL_MAX)
+
+
+def _open_fifo_writer(
+    path: Path, deadline: float, timeout: float, abort: Callable[[], None]
+) -> int:
+    """Open ``path`` for writing without blocking, retrying until a reader appears."""
+    _wait_for_fifo(path, deadline, timeout, abort)
+    delay = _POLL_MIN
+    while True:
+        try:
+            return os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: no reader yet
+                raise PipeError(f"cannot open {path} for writing: {e.strerror}") from None
+        abort()
+        if time.monotonic() >= deadline:
+            raise PipeTimeoutError(
+                f"no compiler opened {path} for reading within {timeout:g} s (is it running "
+                "with this channel base?)"
+            )
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, _POLL_MAX)
+
+
+class _FifoReader:
+    """A :class:`~mlbridge.serdes.ByteReader` over a non-blocking FIFO, with deadlines.
+
+    Each call waits at most ``timeout`` seconds for each chunk it needs. The end of input
+    is the writer closing its end (``read`` returns no bytes after ``poll`` reports it).
+    """
+
+    def __init__(self, fd: int, path: Path, timeout: float) -> None:
+        self._fd = fd
+        self._path = path
+        self._timeout = timeout
+        self._buf = bytearray()
+        self._start = 0  # index in _buf of the first unconsumed byte
+        self._offset = 0  # stream offset of _buf[_start]
+        self._eof = False
+        self._poller = select.poll()
+        self._poller.register(fd, select.POLLIN)
+
+    @property
+    def offset(self) -> int:
+        return self._offset
+
+    def _available(self) -> int:
+        return len(self._buf) - self._start
+
+    def _fill(self, what: str) -> bool:
+        """Read one more chunk; False at the end of input. Waits at most the timeout."""
+        if self._eof:
+            return False
+        if self._start and self._start >= len(self._buf) // 2:
+            del self._buf[: self._start]
+            self._start = 0
+        deadline = time.monotonic() + self._timeout
+        while True:
+            if time.monotonic() >= deadline:
+                raise PipeTimeoutError(
+                    f"{self._path}: nothing from the compiler within {self._timeout:g} s while "
+                    f"waiting for {what} (stream offset {self._offset + self._available()})"
+                )
+            if not self._poller.poll(_poll_ms(deadline)):
+                continue
+            try:
+                chunk = os.read(self._fd, _READ_CHUNK)
+            except BlockingIOError:
+                continue
+            except OSError as e:
+                raise PipeError(f"{self._path}: read failed: {e.strerror}") from None
+            if not chunk:
+                self._eof = True
+                return False
+            self._buf += chunk
+            return True
+
+    def _take(self, n: int) -> bytes:
+        data = bytes(self._buf[self._start : self._start + n])
+        self._start += n
+        self._offset += n
+        return data
+
+    def at_end(self) -> bool:
+        return self._available() == 0 and not self._fill("the next record")
+
+    def read_exact(self, n: int) -> bytes:
+        if n < 0:
+            raise ValueError(f"read_exact: negative size {n}")
+        while self._available() < n:
+            if not self._fill(f"{n} bytes at stream offset {self._offset}"):
+                raise TruncatedInputError(
+                    f"input ends at byte offset {self._offset + self._available()}: needed "
+                    f"{n} bytes from offset {self._offset}, only {self._available()} arrived"
+                )
+        return self._take(n)
+
+    def read_line(self, max_len: int) -> bytes:
+        scanned = 0
+        while True:
+            end = self._buf.find(b"\n", self._start + scanned, self._start + max_len + 1)
+            if end >= 0:
+                line = self._take(end - self._start)
+                self._take(1)
+                return line
+            scanned = self._available()
+            if scanned > max_len:
+                raise LimitExceededError(
+                    f"line at byte offset {self._offset} is longer than the limit of "
+                    f"{max_len} bytes"
+                )
+            if not self._fill(f"the end of the line at stream offset {self._offset}"):
+                raise TruncatedInputError(
+                    f"input ends at byte offset {self._offset + self._available()} in a line "
+                    f"that started at offset {self._offset} (no terminating newline)"
+                )
+
+
+def _write_all(fd: int, data: bytes, path: Path, timeout: float, what: str) -> None:
+    """Write all of ``data`` to a non-blocking FIFO, each wait bounded by ``timeout``."""
+    view = memoryview(data)
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    while view:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                n = os.write(fd, view)
+                break
+            except BlockingIOError:
+                pass
+            except BrokenPipeError:
+                raise PipeClosedError(
+                    f"{path}: the compiler closed its end while mlbridge was writing {what}"
+                ) from None
+            except OSError as e:
+                raise PipeError(f"{path}: write failed: {e.strerror}") from None
+            if time.monotonic() >= deadline:
+                raise PipeTimeoutError(
+                    f"{path}: the compiler did not read {what} within {timeout:g} s"
+                )
+            poller.poll(_poll_ms(deadline))
+        view = view[n:]
+
+
+# -- the compiler interface -------------------------------------------------------------
+
+
+class Observation(dict[str, np.ndarray[Any, np.dtype[Any]]]):
+    """One observation from the compiler: feature name to numpy array, in header order.
+
+    Attributes:
+        id: The observation index the compiler sent (per context).
+        context: The current context (LLVM sends the module or function name), or ``None``.
+        header: The header in force (feature specs and the advice spec).
+        message: The decoded message, with its :class:`~mlbridge.Tensor` objects.
+    """
+
+    def __init__(self, message: Message, context: str | None, header: Header) -> None:
+        super().__init__((t.name, t.array) for t in message.tensors)
+        self.id = message.id
+        self.context = context
+        self.header = header
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"Observation(id={self.id}, context={self.context!r}, features={len(self)})"
+
+
+class PipeCompilerInterface:
+    """The model side of a named-pipe channel to a compiler.
+
+    Args:
+        base: The channel base path: the compiler's ``-*-interactive-channel-base``.
+        serdes: ``"bitstream"`` (LLVM's protocol: observations in the bitstream layout,
+            replies as raw advice bytes), ``"json"`` or ``"protobuf"`` (mlbridge's
+            ``PipeModelRunner`` only: records both ways).
+        timeout: Seconds each read or write may wait.
+        connect_timeout: Seconds to wait for the compiler to open the FIFOs (and for
+            them to exist).
+
+    The FIFOs are opened on the first :meth:`evaluate` (or :meth:`connect`); :meth:`close`
+    closes them (the owner of the files, e.g. :class:`FifoChannel`, removes them).
+    """
+
+    def __init__(
+        self,
+        base: str | os.PathLike[str],
+        serdes: str = "bitstream",
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> None:
+        self._in_fd = -1
+        self._out_fd = -1
+        self._reader: _FifoReader | None = None
+        self.base = Path(base)
+        self.in_path = Path(f"{self.base}.in")
+        self.out_path = Path(f"{self.base}.out")
+        self.timeout = _check_timeout(timeout, "timeout")
+        self.connect_timeout = _check_timeout(connect_timeout, "connect_timeout")
+        self._serdes: SerDes = get_serdes(serdes)
+        self._raw_replies = self._serdes.name == "bitstream"
+        self.header: Header | None = None
+        self.context: str | None = None
+        self._pending: Observation | None = None
+        self._finished = False
+        #: Number of observations answered so far.
+        self.answered = 0
+
+    @property
+    def serdes(self) -> str:
+        """The SerDes name."""
+        return self._serdes.name
+
+    @property
+    def connected(self) -> bool:
+        """Whether both FIFOs are open."""
+        return self._reader is not None
+
+    def connect(self, abort: Callable[[], None] | None = None) -> None:
+        """Open ``<base>.in`` for writing, then ``<base>.out`` for reading (bounded).
+
+        Args:
+            abort: Called while waiting; raise from it to give up early (e.g. when the
+                compiler process has exited).
+
+        Raises:
+            PipeTimeoutError: If the compiler does not open the FIFOs within
+                ``connect_timeout``; the message names the FIFO.
+        """
+        if self._reader is not None:
+            return
+        check = abort if abort is not None else (lambda: None)
+        deadline = time.monotonic() + self.connect_timeout
+        try:
+            self._in_fd = _open_fifo_writer(self.in_path, deadline, self.connect_timeout, check)
+            # The compiler has opened <base>.in; it opens <base>.out next. Opening the
+            # read end does not wait for the writer; reads wait (bounded) for its data.
+            _wait_for_fifo(self.out_path, deadline, self.connect_timeout, check)
+            try:
+                self._out_fd = os.open(self.out_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError as e:
+                raise PipeError(f"cannot open {self.out_path} for reading: {e.strerror}") from None
+        except BaseException:
+            self.close()
+            raise
+        self._reader = _FifoReader(self._out_fd, self.out_path, self.timeout)
+
+    def evaluate(self) -> Observation | None:
+        """Wait for the next observation; ``None`` when the compiler ends the session.
+
+        The session ends when the compiler closes ``<base>.out`` between records or sends
+        an end record. Header and context records are absorbed (:attr:`header`,
+        :attr:`context`).
+
+        Raises:
+            PipeTimeoutError: If a read waits longer than ``timeout``.
+            PipeClosedError: If the compiler closes the pipe in the middle of a record.
+            PipeError: If called while an observation is still unanswered.
+            SerDesError: If the compiler sends malformed records.
+        """
+        if self._pending is not None:
+            raise PipeError(
+                f"{self.out_path}: observation {self._pending.id} has not been answered; call "
+                "respond() before evaluate() (the compiler waits for the advice)"
+            )
+        if self._finished:
+            return None
+        self.connect()
+        assert self._reader is not None
+        while True:
+            start = self._reader.offset
+            try:
+                record = self._serdes.decode(self._reader)
+            except TruncatedInputError as e:
+                raise PipeClosedError(
+                    f"{self.out_path}: the compiler closed the pipe in the middle of a record "
+                    f"that started at byte offset {start}: {e}"
+                ) from e
+            if record is None or isinstance(record, End):
+                self._finished = True
+                return None
+            if isinstance(record, Header):
+                self.header = record
+            elif isinstance(record, Context):
+                self.context = record.name
+            elif record.kind is MessageKind.OBSERVATION:
+                if self.header is None:  # only reachable for self-describing SerDes
+                    raise PipeError(
+                        f"{self.out_path}: observation {record.id} came before any header"
+                    )
+                self._pending = Observation(record, self.context, self.header)
+                return self._pending
+            else:
+                raise PipeError(
+                    f"{self.out_path}: unexpected {record.kind.value} message {record.id} from "
+                    "the compiler (expected an observation)"
+                )
+
+    def _advice_tensor(self, advice: object) -> Tensor:
+        assert self.header is not None
+        spec = self.header.advice
+        if spec is None:
+            raise PipeError(f"{self.out_path}: the compiler's header has no advice spec")
+        if isinstance(advice, Tensor):
+            if advice.name != spec.name or advice.type is not spec.type:
+                raise PipeError(
+                    f"advice tensor {advice.name!r} ({advice.type.llvm_name}) does not match "
+                    f"the advice spec {spec.name!r} ({spec.type.llvm_name})"
+                )
+            tensor = advice
+        else:
+            tensor = Tensor(spec.name, spec.type, advice)
+        if not spec.matches(tensor.shape):
+            if spec.is_dynamic or tensor.size != spec.element_count:
+                raise PipeError(
+                    f"advice {spec.name!r} has shape {list(tensor.shape)}, the compiler expects "
+                    f"{list(spec.shape)}"
+                )
+            tensor = Tensor._trusted(spec.name, spec.type, tensor.array.reshape(spec.shape))
+        if self._raw_replies and spec.is_dynamic:
+            raise PipeError(
+                f"advice {spec.name!r} has a dynamic shape {list(spec.shape)}: LLVM's raw "
+                "reply cannot carry it (use the json or protobuf SerDes)"
+            )
+        return tensor
+
+    def respond(self, advice: object) -> None:
+        """Send the advice for the last observation.
+
+        Args:
+            advice: A :class:`~mlbridge.Tensor` named and typed as the header's advice
+                spec, or values convertible exactly to its type (a scalar is fine for a
+                one-element advice), e.g. ``1`` for the inliner, ``np.float32(w)`` for the
+                regalloc priority.
+
+        Raises:
+            PipeError: If there is no observation to answer, or the advice does not fit.
+            InvalidTensorError: If the values cannot be converted exactly.
+            PipeClosedError: If the compiler has closed ``<base>.in``.
+            PipeTimeoutError: If the compiler does not read it within ``timeout``.
+        """
+        obs = self._pending
+        if obs is None:
+            raise PipeError("respond() without an observation: call evaluate() first")
+        tensor = self._advice_tensor(advice)
+        if self._raw_replies:
+            data = encode_values(tensor)
+        else:
+            data = self._serdes.encode(Message(MessageKind.ADVICE, obs.id, (tensor,)))
+        _write_all(
+            self._in_fd, data, self.in_path, self.timeout, f"the advice for observation {obs.id}"
+        )
+        self._pending = None
+        self.answered += 1
+
+    def run(self, policy: Policy) -> int:
+        """Answer every observation with ``policy(observation)`` until the session ends.
+
+        Returns:
+            The number of observations answered.
+        """
+        count = 0
+        while (obs := self.evaluate()) is not None:
+            self.respond(policy(obs))
+            count += 1
+        return count
+
+    def close(self) -> None:
+        """Close both FIFOs (idempotent). The compiler then sees the end of its input."""
+        for attr in ("_in_fd", "_out_fd"):
+            fd = getattr(self, attr)
+            if fd >= 0:
+                setattr(self, attr, -1)
+                os.close(fd)
+        self._reader = None
+
+    def __enter__(self) -> PipeCompilerInterface:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+# -- running a compiler against a policy ----------------------------------------------
+
+
+@dataclass
+class DriveResult:
+    """What :func:`drive_compiler` saw.
+
+    Attributes:
+        returncode: The compiler's exit code.
+        answered: The number of observations answered.
+        contexts: The contexts seen, in order of first appearance.
+        header: The compiler's header, if it sent one.
+    """
+
+    returncode: int
+    answered: int
+    contexts: list[str] = field(default_factory=list)
+    header: Header | None = None
+
+
+def _stop(proc: subprocess.Popen[bytes], grace: float) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def drive_compiler(
+    command: Sequence[str],
+    policy: Policy,
+    *,
+    serdes: str = "bitstream",
+    timeout: float = DEFAULT_TIMEOUT,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    exit_timeout: float = DEFAULT_TIMEOUT,
+    parent: str | os.PathLike[str] | None = None,
+) -> DriveResult:
+    """Run a compiler on a fresh private channel and answer it with ``policy``.
+
+    Every ``{base}`` in ``command`` is replaced by the channel base. The compiler's
+    standard streams are inherited. On any error the compiler is terminated (then killed),
+    and the FIFOs and their folder are removed in every case.
+
+    Args:
+        command: The compiler command line, e.g. ``["opt-22", ...,
+            "-inliner-interactive-channel-base={base}", "in.ll"]``.
+        policy: Called with each :class:`Observation`; returns the advice.
+        serdes: See :class:`PipeCompilerInterface`.
+        timeout: Bound of each read and write.
+        connect_timeout: Bound of the wait for the compiler to open the FIFOs.
+        exit_timeout: Bound of the wait for the compiler to exit after the session.
+        parent: Where to make the private channel folder.
+
+    Raises:
+        PipeClosedError: If the compiler exits before opening the FIFOs.
+        PipeTimeoutError: If any wait runs out (including the compiler's exit).
+    """
+    exit_timeout = _check_timeout(exit_timeout, "exit_timeout")
+    with FifoChannel(parent=parent) as channel:
+        argv = [a.replace("{base}", str(channel.base)) for a in command]
+        proc = subprocess.Popen(argv)
+        try:
+
+            def abort() -> None:
+                code = proc.poll()
+                if code is not None:
+                    raise PipeClosedError(
+                        f"the compiler ({argv[0]}) exited with code {code} before opening "
+                        f"{channel.in_path}"
+                    )
+
+            contexts: list[str] = []
+
+            def traced(obs: Observation) -> Any:
+                if obs.context is not None and obs.context not in contexts:
+                    contexts.append(obs.context)
+                return policy(obs)
+
+            with PipeCompilerInterface(
+                channel.base, serdes, timeout=timeout, connect_timeout=connect_timeout
+            ) as ci:
+                ci.connect(abort)
+                answered = ci.run(traced)
+                header = ci.header
+            try:
+                code = proc.wait(exit_timeout)
+            except subprocess.TimeoutExpired:
+                raise PipeTimeoutError(
+                    f"the compiler ({argv[0]}) did not exit within {exit_timeout:g} s after "
+                    "the session ended"
+                ) from None
+        finally:
+            _stop(proc, grace=5.0)
+    return DriveResult(code, answered, contexts, header)

@@ -1,0 +1,525 @@
+//===- GrpcModelRunner.cpp - A model over gRPC ----------------------------===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// GrpcModelRunner (ModelService client) and GrpcCompilerServer
+// (CompilerService server). docs/grpc.md defines the services.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlbridge/GrpcModelRunner.h"
+
+#include "ProtoTensors.h"
+
+#include "mlbridge/v1/model_service.grpc.pb.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <climits>
+#include <unistd.h>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+
+using namespace llvm;
+using Clock = std::chrono::steady_clock;
+
+namespace mlbridge {
+
+static StringRef statusCodeName(grpc::StatusCode Code) {
+  switch (Code) {
+  case grpc::StatusCode::OK:
+    return "OK";
+  case grpc::StatusCode::CANCELLED:
+    return "CANCELLED";
+  case grpc::StatusCode::UNKNOWN:
+    return "UNKNOWN";
+  case grpc::StatusCode::INVALID_ARGUMENT:
+    return "INVALID_ARGUMENT";
+  case grpc::StatusCode::DEADLINE_EXCEEDED:
+    return "DEADLINE_EXCEEDED";
+  case grpc::StatusCode::NOT_FOUND:
+    return "NOT_FOUND";
+  case grpc::StatusCode::ALREADY_EXISTS:
+    return "ALREADY_EXISTS";
+  case grpc::StatusCode::PERMISSION_DENIED:
+    return "PERMISSION_DENIED";
+  case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    return "RESOURCE_EXHAUSTED";
+  case grpc::StatusCode::FAILED_PRECONDITION:
+    return "FAILED_PRECONDITION";
+  case grpc::StatusCode::ABORTED:
+    return "ABORTED";
+  case grpc::StatusCode::OUT_OF_RANGE:
+    return "OUT_OF_RANGE";
+  case grpc::StatusCode::UNIMPLEMENTED:
+    return "UNIMPLEMENTED";
+  case grpc::StatusCode::INTERNAL:
+    return "INTERNAL";
+  case grpc::StatusCode::UNAVAILABLE:
+    return "UNAVAILABLE";
+  case grpc::StatusCode::DATA_LOSS:
+    return "DATA_LOSS";
+  case grpc::StatusCode::UNAUTHENTICATED:
+    return "UNAUTHENTICATED";
+  default:
+    return "status";
+  }
+}
+
+static StringRef channelStateName(grpc_connectivity_state State) {
+  switch (State) {
+  case GRPC_CHANNEL_IDLE:
+    return "IDLE";
+  case GRPC_CHANNEL_CONNECTING:
+    return "CONNECTING";
+  case GRPC_CHANNEL_READY:
+    return "READY";
+  case GRPC_CHANNEL_TRANSIENT_FAILURE:
+    return "TRANSIENT_FAILURE";
+  case GRPC_CHANNEL_SHUTDOWN:
+    return "SHUTDOWN";
+  }
+  return "unknown";
+}
+
+static int clampToInt(uint64_t V) {
+  return V > static_cast<uint64_t>(INT_MAX) ? INT_MAX : static_cast<int>(V);
+}
+
+static DecoderLimits limitsFor(uint64_t MaxMessageBytes) {
+  DecoderLimits L;
+  L.MaxMessageBytes = MaxMessageBytes;
+  return L;
+}
+
+/// Builds the Observation of one decision.
+static Error makeObservation(StringRef Context, const TensorSpec &Advice,
+                             int64_t Id, ArrayRef<TensorRef> Features,
+                             v1::Observation &Out) {
+  Out.set_context(Context.str());
+  specToProto(Advice, *Out.mutable_advice());
+  return messageToProto(MessageKind::Observation, Id, Features,
+                        *Out.mutable_features());
+}
+
+/// Checks that \p M is the advice for observation \p Id under \p Advice and
+/// returns its tensor; errors say what differs, for \p Who to prefix.
+static Expected<TensorValue> takeAdvice(Message M, int64_t Id,
+                                        const TensorSpec &Advice) {
+  if (M.Kind != MessageKind::Advice)
+    return createStringError(inconvertibleErrorCode(),
+                             "the reply is a message of kind '%s', not advice",
+                             messageKindName(M.Kind).data());
+  if (M.Id != Id)
+    return createStringError(inconvertibleErrorCode(),
+                             "the reply has id %lld, the observation %lld",
+                             static_cast<long long>(M.Id),
+                             static_cast<long long>(Id));
+  if (M.Tensors.size() != 1)
+    return createStringError(inconvertibleErrorCode(),
+                             "the reply has %zu tensors, advice needs exactly 1 "
+                             "('%s')",
+                             M.Tensors.size(), Advice.name().c_str());
+  TensorValue &T = M.Tensors.front();
+  if (T.name() != Advice.name())
+    return createStringError(inconvertibleErrorCode(),
+                             "the reply's tensor is '%s', the advice is '%s'",
+                             T.name().c_str(), Advice.name().c_str());
+  if (T.type() != Advice.type())
+    return createStringError(
+        inconvertibleErrorCode(), "advice '%s' is %s in the reply, %s in the spec",
+        Advice.name().c_str(), elementTypeName(T.type()).data(),
+        elementTypeName(Advice.type()).data());
+  if (!Advice.matchesConcreteShape(T.shape())) {
+    std::string Shape;
+    writeShapeJSON(T.shape(), Shape);
+    return createStringError(inconvertibleErrorCode(),
+                             "advice '%s' has shape %s in the reply, spec %s",
+                             Advice.name().c_str(), Shape.c_str(),
+                             Advice.toJSON().c_str());
+  }
+  return std::move(T);
+}
+
+//===----------------------------------------------------------------------===//
+// GrpcModelRunner
+//===----------------------------------------------------------------------===//
+
+struct GrpcModelRunner::Impl {
+  GrpcModelRunnerOptions Options;
+  std::shared_ptr<grpc::Channel> Channel;
+  std::unique_ptr<v1::ModelService::Stub> Stub;
+  std::string Context;
+  int64_t NextId = 0;
+
+  Error rpcError(const grpc::Status &S) const {
+    return createStringError(
+        inconvertibleErrorCode(),
+        "gRPC ModelService/Evaluate to %s failed: %s: %s (deadline %lld ms, "
+        "message limit %llu bytes)",
+        Options.Address.c_str(), statusCodeName(S.error_code()).data(),
+        S.error_message().c_str(), static_cast<long long>(Options.Timeout.count()),
+        static_cast<unsigned long long>(Options.MaxMessageBytes));
+  }
+};
+
+GrpcModelRunner::GrpcModelRunner(PrivateTag, std::vector<TensorSpec> Features,
+                                 TensorSpec Advice, std::unique_ptr<Impl> I)
+    : MLModelRunner(std::move(Features), std::move(Advice)), I(std::move(I)) {}
+
+GrpcModelRunner::~GrpcModelRunner() = default;
+
+void GrpcModelRunner::setContext(StringRef Name) { I->Context = Name.str(); }
+
+const std::string &GrpcModelRunner::address() const {
+  return I->Options.Address;
+}
+
+Expected<std::unique_ptr<GrpcModelRunner>>
+GrpcModelRunner::create(std::vector<TensorSpec> FeatureSpecs,
+                        TensorSpec AdviceSpec, GrpcModelRunnerOptions Options) {
+  if (Error E = checkSpecs(FeatureSpecs, AdviceSpec))
+    return std::move(E);
+  if (Options.Address.empty())
+    return createStringError(inconvertibleErrorCode(),
+                             "gRPC runner: no model server address");
+  if (Options.Timeout.count() <= 0 || Options.ConnectTimeout.count() <= 0 ||
+      Options.InitialBackoff.count() <= 0 ||
+      Options.MaxBackoff < Options.InitialBackoff)
+    return createStringError(
+        inconvertibleErrorCode(),
+        "gRPC runner for %s: timeouts must be positive and MaxBackoff at least "
+        "InitialBackoff",
+        Options.Address.c_str());
+  if (Options.MaxMessageBytes == 0)
+    return createStringError(inconvertibleErrorCode(),
+                             "gRPC runner for %s: MaxMessageBytes is 0",
+                             Options.Address.c_str());
+
+  auto I = std::make_unique<Impl>();
+  I->Options = std::move(Options);
+  const GrpcModelRunnerOptions &O = I->Options;
+  grpc::ChannelArguments Args;
+  Args.SetMaxSendMessageSize(clampToInt(O.MaxMessageBytes));
+  Args.SetMaxReceiveMessageSize(clampToInt(O.MaxMessageBytes));
+  Args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              clampToInt(O.InitialBackoff.count()));
+  Args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+              clampToInt(O.InitialBackoff.count()));
+  Args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+              clampToInt(O.MaxBackoff.count()));
+  // Each runner its own connection: runners of one process stay independent.
+  Args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  I->Channel = grpc::CreateCustomChannel(
+      O.Address, grpc::InsecureChannelCredentials(), Args);
+  auto Deadline = std::chrono::system_clock::now() + O.ConnectTimeout;
+  if (!I->Channel->WaitForConnected(Deadline))
+    return createStringError(
+        inconvertibleErrorCode(),
+        "gRPC runner: cannot connect to the model server at %s within %lld ms "
+        "(channel state %s)",
+        O.Address.c_str(), static_cast<long long>(O.ConnectTimeout.count()),
+        channelStateName(I->Channel->GetState(false)).data());
+  I->Stub = v1::ModelService::NewStub(I->Channel);
+  return std::make_unique<GrpcModelRunner>(
+      PrivateTag(), std::move(FeatureSpecs), std::move(AdviceSpec),
+      std::move(I));
+}
+
+Expected<TensorValue>
+GrpcModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
+  int64_t Id = I->NextId++;
+  v1::Observation Request;
+  if (Error E =
+          makeObservation(I->Context, adviceSpec(), Id, Features, Request))
+    return createStringError(inconvertibleErrorCode(),
+                             "gRPC runner for %s: %s", I->Options.Address.c_str(),
+                             toString(std::move(E)).c_str());
+  grpc::ClientContext Ctx;
+  Ctx.set_deadline(std::chrono::system_clock::now() + I->Options.Timeout);
+  v1::TensorMessage Reply;
+  grpc::Status S = I->Stub->Evaluate(&Ctx, Request, &Reply);
+  if (!S.ok())
+    return I->rpcError(S);
+  Expected<Message> M = messageFromProto(
+      Reply, limitsFor(I->Options.MaxMessageBytes), "reply");
+  if (!M)
+    return createStringError(
+        inconvertibleErrorCode(), "gRPC ModelService/Evaluate to %s: %s",
+        I->Options.Address.c_str(), toString(M.takeError()).c_str());
+  Expected<TensorValue> T = takeAdvice(std::move(*M), Id, adviceSpec());
+  if (!T)
+    return createStringError(
+        inconvertibleErrorCode(),
+        "gRPC ModelService/Evaluate to %s: observation %lld: %s",
+        I->Options.Address.c_str(), static_cast<long long>(Id),
+        toString(T.takeError()).c_str());
+  return T;
+}
+
+//===----------------------------------------------------------------------===//
+// GrpcCompilerServer
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// What the compiler thread and the gRPC handlers share.
+struct Episode {
+  TensorSpec Advice;
+  DecoderLimits Limits;
+
+  std::mutex M;
+  std::condition_variable CV;
+  /// The observation waiting for an action, if any.
+  std::optional<v1::Observation> Pending;
+  int64_t PendingId = -1;
+  /// The accepted action for the pending observation.
+  std::optional<TensorValue> Action;
+  /// The episode is over: Observe returns done.
+  bool Done = false;
+  /// The trainer has seen Done.
+  bool DoneSeen = false;
+  /// The server is stopping: handlers return at once.
+  bool Stopping = false;
+
+  Episode(TensorSpec Advice, DecoderLimits Limits)
+      : Advice(std::move(Advice)), Limits(Limits) {}
+};
+
+class CompilerServiceImpl final : public v1::CompilerService::Service {
+public:
+  explicit CompilerServiceImpl(Episode &E) : E(E) {}
+
+  grpc::Status Observe(grpc::ServerContext *Ctx, const v1::ObserveRequest *,
+                       v1::Observation *Reply) override {
+    std::unique_lock<std::mutex> Lock(E.M);
+    while (true) {
+      if (E.Pending && !E.Action) {
+        *Reply = *E.Pending;
+        return grpc::Status::OK;
+      }
+      if (E.Done) {
+        Reply->set_done(true);
+        E.DoneSeen = true;
+        E.CV.notify_all();
+        return grpc::Status::OK;
+      }
+      if (E.Stopping)
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "the compiler is shutting down");
+      // The client's deadline or disconnection cancels the call.
+      if (Ctx->IsCancelled())
+        return grpc::Status(grpc::StatusCode::CANCELLED,
+                            "Observe cancelled while waiting for the compiler's "
+                            "next observation");
+      E.CV.wait_for(Lock, std::chrono::milliseconds(50));
+    }
+  }
+
+  grpc::Status Act(grpc::ServerContext *, const v1::TensorMessage *Request,
+                   v1::ActReply *) override {
+    Expected<Message> M = messageFromProto(*Request, E.Limits, "action");
+    if (!M)
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          toString(M.takeError()));
+    std::lock_guard<std::mutex> Lock(E.M);
+    if (!E.Pending || E.Action)
+      return grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          E.Done ? "the episode is over: no observation waits for an action"
+                 : "no observation waits for an action (call Observe first)");
+    if (M->Id != E.PendingId)
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "the action is for observation " + std::to_string(M->Id) +
+                              ", the pending observation is " +
+                              std::to_string(E.PendingId));
+    Expected<TensorValue> T = takeAdvice(std::move(*M), E.PendingId, E.Advice);
+    if (!T)
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          toString(T.takeError()));
+    E.Action = std::move(*T);
+    E.CV.notify_all();
+    return grpc::Status::OK;
+  }
+
+private:
+  Episode &E;
+};
+
+} // namespace
+
+struct GrpcCompilerServer::Impl {
+  GrpcCompilerServerOptions Options;
+  std::string BoundAddress;
+  std::string Context;
+  int64_t NextId = 0;
+  bool Finished = false;
+  std::unique_ptr<Episode> E;
+  std::unique_ptr<CompilerServiceImpl> Service;
+  std::unique_ptr<grpc::Server> Server;
+};
+
+GrpcCompilerServer::GrpcCompilerServer(PrivateTag,
+                                       std::vector<TensorSpec> Features,
+                                       TensorSpec Advice,
+                                       std::unique_ptr<Impl> I)
+    : MLModelRunner(std::move(Features), std::move(Advice)), I(std::move(I)) {}
+
+GrpcCompilerServer::~GrpcCompilerServer() { finish(); }
+
+const std::string &GrpcCompilerServer::address() const {
+  return I->BoundAddress;
+}
+
+void GrpcCompilerServer::setContext(StringRef Name) { I->Context = Name.str(); }
+
+static Error writeReadyFile(StringRef Path, StringRef Address) {
+  std::string Tmp = (Path + ".tmp" + Twine(::getpid())).str();
+  {
+    std::error_code EC;
+    raw_fd_ostream OS(Tmp, EC);
+    if (EC)
+      return createStringError(EC, "cannot write %s: %s", Tmp.c_str(),
+                               EC.message().c_str());
+    OS << Address << '\n';
+    OS.close();
+    if (OS.has_error()) {
+      std::error_code WEC = OS.error();
+      OS.clear_error();
+      return createStringError(WEC, "cannot write %s: %s", Tmp.c_str(),
+                               WEC.message().c_str());
+    }
+  }
+  if (std::error_code EC = sys::fs::rename(Tmp, Path))
+    return createStringError(EC, "cannot rename %s to %s: %s", Tmp.c_str(),
+                             Path.str().c_str(), EC.message().c_str());
+  return Error::success();
+}
+
+Expected<std::unique_ptr<GrpcCompilerServer>>
+GrpcCompilerServer::create(std::vector<TensorSpec> FeatureSpecs,
+                           TensorSpec AdviceSpec,
+                           GrpcCompilerServerOptions Options) {
+  if (Error E = checkSpecs(FeatureSpecs, AdviceSpec))
+    return std::move(E);
+  if (Options.Timeout.count() <= 0 || Options.EndTimeout.count() < 0 ||
+      Options.MaxMessageBytes == 0)
+    return createStringError(inconvertibleErrorCode(),
+                             "gRPC compiler server at %s: Timeout and "
+                             "MaxMessageBytes must be positive",
+                             Options.Address.c_str());
+  StringRef Host = StringRef(Options.Address).rsplit(':').first;
+  if (Host.empty() || !StringRef(Options.Address).contains(':'))
+    return createStringError(inconvertibleErrorCode(),
+                             "gRPC compiler server: address '%s' is not "
+                             "host:port",
+                             Options.Address.c_str());
+
+  auto I = std::make_unique<Impl>();
+  I->Options = std::move(Options);
+  I->E = std::make_unique<Episode>(AdviceSpec,
+                                   limitsFor(I->Options.MaxMessageBytes));
+  I->Service = std::make_unique<CompilerServiceImpl>(*I->E);
+  grpc::ServerBuilder Builder;
+  int Port = 0;
+  Builder.AddListeningPort(I->Options.Address,
+                           grpc::InsecureServerCredentials(), &Port);
+  Builder.SetMaxReceiveMessageSize(clampToInt(I->Options.MaxMessageBytes));
+  Builder.SetMaxSendMessageSize(clampToInt(I->Options.MaxMessageBytes));
+  // One listener per address: never share a port with another process.
+  Builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  Builder.RegisterService(I->Service.get());
+  I->Server = Builder.BuildAndStart();
+  if (!I->Server || Port == 0)
+    return createStringError(inconvertibleErrorCode(),
+                             "gRPC compiler server: cannot listen on %s (address "
+                             "in use or invalid)",
+                             I->Options.Address.c_str());
+  I->BoundAddress = (Host + ":" + Twine(Port)).str();
+  if (!I->Options.ReadyFile.empty())
+    if (Error E = writeReadyFile(I->Options.ReadyFile, I->BoundAddress)) {
+      I->E->Stopping = true;
+      I->Server->Shutdown(std::chrono::system_clock::now());
+      I->Server->Wait();
+      return createStringError(inconvertibleErrorCode(),
+                               "gRPC compiler server at %s: ready file: %s",
+                               I->BoundAddress.c_str(),
+                               toString(std::move(E)).c_str());
+    }
+  return std::make_unique<GrpcCompilerServer>(
+      PrivateTag(), std::move(FeatureSpecs), std::move(AdviceSpec),
+      std::move(I));
+}
+
+Expected<TensorValue>
+GrpcCompilerServer::evaluateUntyped(ArrayRef<TensorRef> Features) {
+  if (I->Finished)
+    return createStringError(inconvertibleErrorCode(),
+                             "gRPC compiler server at %s: the episode is over "
+                             "(finish() was called)",
+                             I->BoundAddress.c_str());
+  int64_t Id = I->NextId++;
+  v1::Observation Obs;
+  if (Error E = makeObservation(I->Context, adviceSpec(), Id, Features, Obs))
+    return createStringError(inconvertibleErrorCode(),
+                             "gRPC compiler server at %s: %s",
+                             I->BoundAddress.c_str(),
+                             toString(std::move(E)).c_str());
+  if (Obs.ByteSizeLong() > I->Options.MaxMessageBytes)
+    return createStringError(
+        inconvertibleErrorCode(),
+        "gRPC compiler server at %s: observation %lld needs %zu bytes, above "
+        "the limit of %llu bytes (MaxMessageBytes)",
+        I->BoundAddress.c_str(), static_cast<long long>(Id),
+        Obs.ByteSizeLong(),
+        static_cast<unsigned long long>(I->Options.MaxMessageBytes));
+  Episode &E = *I->E;
+  std::unique_lock<std::mutex> Lock(E.M);
+  E.Pending = std::move(Obs);
+  E.PendingId = Id;
+  E.Action.reset();
+  E.CV.notify_all();
+  bool Answered = E.CV.wait_until(Lock, Clock::now() + I->Options.Timeout,
+                                  [&] { return E.Action.has_value(); });
+  E.Pending.reset();
+  if (!Answered)
+    return createStringError(
+        inconvertibleErrorCode(),
+        "gRPC compiler server at %s: no action (CompilerService/Act) for "
+        "observation %lld within %lld ms",
+        I->BoundAddress.c_str(), static_cast<long long>(Id),
+        static_cast<long long>(I->Options.Timeout.count()));
+  TensorValue Result = std::move(*E.Action);
+  E.Action.reset();
+  return Result;
+}
+
+void GrpcCompilerServer::finish() {
+  if (I->Finished)
+    return;
+  I->Finished = true;
+  Episode &E = *I->E;
+  {
+    std::unique_lock<std::mutex> Lock(E.M);
+    E.Done = true;
+    E.Pending.reset();
+    E.CV.notify_all();
+    E.CV.wait_until(Lock, Clock::now() + I->Options.EndTimeout,
+                    [&] { return E.DoneSeen; });
+    E.Stopping = true;
+    E.CV.notify_all();
+  }
+  // Handlers return at once now; the deadline cancels anything else.
+  I->Server->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(500));
+  I->Server->Wait();
+}
+
+} // namespace mlbridge

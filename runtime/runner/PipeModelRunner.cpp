@@ -1,0 +1,471 @@
+//===- PipeModelRunner.cpp - A model in another process, over FIFOs -------===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlbridge/PipeModelRunner.h"
+#include "mlbridge/SerDes/Bitstream.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace llvm;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace mlbridge {
+
+namespace {
+
+Error pipeError(std::errc Code, const Twine &Msg) {
+  return createStringError(std::make_error_code(Code), Msg);
+}
+
+std::string formatBound(milliseconds Bound) {
+  return formatv("{0} ms", Bound.count()).str();
+}
+
+/// Milliseconds left until \p Deadline, for poll(): at least 1 while time
+/// remains, 0 once it has passed.
+int remainingMs(Clock::time_point Deadline) {
+  auto Left = std::chrono::duration_cast<milliseconds>(Deadline - Clock::now());
+  if (Left.count() <= 0)
+    return Clock::now() >= Deadline ? 0 : 1;
+  return static_cast<int>(std::min<int64_t>(Left.count() + 1, INT32_MAX));
+}
+
+/// Waits for \p Events on \p FD until \p Deadline. Returns the revents, or 0
+/// on timeout.
+Expected<short> pollUntil(int FD, short Events, Clock::time_point Deadline,
+                          StringRef Path) {
+  while (true) {
+    int Ms = remainingMs(Deadline);
+    if (Ms == 0)
+      return 0;
+    struct pollfd P = {FD, Events, 0};
+    int R = ::poll(&P, 1, Ms);
+    if (R > 0)
+      return P.revents;
+    if (R < 0 && errno != EINTR)
+      return pipeError(std::errc::io_error,
+                       "poll on " + Path + " failed: " + std::strerror(errno));
+  }
+}
+
+/// Blocks SIGPIPE on this thread for its lifetime; on destruction discards a
+/// SIGPIPE raised meanwhile (a write to a FIFO without reader) and restores
+/// the mask. A SIGPIPE already pending before is left alone.
+class SigPipeBlocker {
+public:
+  SigPipeBlocker() {
+    sigemptyset(&Set);
+    sigaddset(&Set, SIGPIPE);
+    sigset_t Pending;
+    sigemptyset(&Pending);
+    sigpending(&Pending);
+    WasPending = sigismember(&Pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &Set, &Old);
+  }
+  ~SigPipeBlocker() {
+    if (!WasPending) {
+      sigset_t Pending;
+      sigemptyset(&Pending);
+      if (sigpending(&Pending) == 0 && sigismember(&Pending, SIGPIPE) == 1) {
+        struct timespec Zero = {0, 0};
+        while (sigtimedwait(&Set, nullptr, &Zero) < 0 && errno == EINTR) {
+        }
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &Old, nullptr);
+  }
+  SigPipeBlocker(const SigPipeBlocker &) = delete;
+  SigPipeBlocker &operator=(const SigPipeBlocker &) = delete;
+
+private:
+  sigset_t Set, Old;
+  bool WasPending = false;
+};
+
+/// Checks that \p Path is a FIFO (following links).
+Error checkFifo(const std::string &Path) {
+  struct stat St;
+  if (::stat(Path.c_str(), &St) != 0)
+    return pipeError(std::errc::no_such_file_or_directory,
+                     "cannot use " + Path + ": " + std::strerror(errno));
+  if (!S_ISFIFO(St.st_mode))
+    return pipeError(std::errc::invalid_argument, Path + " is not a FIFO");
+  return Error::success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// FdByteReader
+//===----------------------------------------------------------------------===//
+
+FdByteReader::FdByteReader(int FD, std::string Path, milliseconds Timeout)
+    : FD(FD), Path(std::move(Path)), Timeout(Timeout) {}
+
+Expected<bool> FdByteReader::fill(const Twine &What) {
+  if (Eof)
+    return false;
+  if (Start > 0 && Start >= Buf.size() / 2) {
+    Buf.erase(0, Start);
+    Start = 0;
+  }
+  Clock::time_point Deadline = Clock::now() + Timeout;
+  char Chunk[65536];
+  while (true) {
+    Expected<short> Ready = pollUntil(FD, POLLIN, Deadline, Path);
+    if (!Ready)
+      return Ready.takeError();
+    if (*Ready == 0) {
+      TimedOut = true;
+      return pipeError(std::errc::timed_out,
+                       Path + ": nothing from the model within " +
+                           formatBound(Timeout) + " while waiting for " + What +
+                           " (stream offset " +
+                           Twine(Offset + Buf.size() - Start) + ")");
+    }
+    ssize_t N = ::read(FD, Chunk, sizeof(Chunk));
+    if (N > 0) {
+      Buf.append(Chunk, static_cast<size_t>(N));
+      return true;
+    }
+    if (N == 0) {
+      // poll() said readable and read() gives nothing: the writer is gone.
+      Eof = true;
+      return false;
+    }
+    if (errno != EINTR && errno != EAGAIN)
+      return pipeError(std::errc::io_error,
+                       "reading " + Path + " failed: " + std::strerror(errno));
+  }
+}
+
+Error FdByteReader::readExact(MutableArrayRef<char> Out) {
+  if (Out.empty())
+    return Error::success();
+  while (Buf.size() - Start < Out.size()) {
+    Expected<bool> More = fill(Twine(Out.size()) + " bytes");
+    if (!More)
+      return More.takeError();
+    if (!*More) {
+      size_t Have = Buf.size() - Start;
+      if (Have == 0)
+        return make_error<EndOfStreamError>(Offset);
+      return pipeError(std::errc::connection_aborted,
+                       Path + ": the model closed the pipe after " +
+                           Twine(Have) + " of " + Twine(Out.size()) +
+                           " bytes (input truncated at byte offset " +
+                           Twine(Offset + Have) + ")");
+    }
+  }
+  std::memcpy(Out.data(), Buf.data() + Start, Out.size());
+  Start += Out.size();
+  Offset += Out.size();
+  return Error::success();
+}
+
+Error FdByteReader::readLine(std::string &Line, size_t MaxLen) {
+  size_t Scanned = 0;
+  while (true) {
+    size_t Limit = MaxLen == SIZE_MAX ? MaxLen : MaxLen + 1;
+    StringRef Avail = StringRef(Buf).drop_front(Start);
+    size_t NL = Avail.take_front(Limit).find('\n', Scanned);
+    if (NL != StringRef::npos) {
+      Line.assign(Avail.data(), NL);
+      Start += NL + 1;
+      Offset += NL + 1;
+      return Error::success();
+    }
+    Scanned = Avail.size();
+    if (Scanned > MaxLen)
+      return createStringError(inconvertibleErrorCode(),
+                               "%s: line at byte offset %llu is longer than "
+                               "the limit of %zu bytes",
+                               Path.c_str(),
+                               static_cast<unsigned long long>(Offset), MaxLen);
+    Expected<bool> More = fill("the end of a line");
+    if (!More)
+      return More.takeError();
+    if (!*More) {
+      if (Scanned == 0)
+        return make_error<EndOfStreamError>(Offset);
+      return pipeError(std::errc::connection_aborted,
+                       Path +
+                           ": the model closed the pipe in a line that "
+                           "started at byte offset " +
+                           Twine(Offset) + " (no final '\\n')");
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// PipeModelRunner
+//===----------------------------------------------------------------------===//
+
+PipeModelRunner::PipeModelRunner(PrivateTag, std::vector<TensorSpec> Features,
+                                 TensorSpec Advice,
+                                 PipeModelRunnerOptions Options,
+                                 std::unique_ptr<SerDes> Out,
+                                 std::unique_ptr<SerDes> In)
+    : MLModelRunner(std::move(Features), std::move(Advice)),
+      Options(std::move(Options)), Out(std::move(Out)), In(std::move(In)) {
+  InPath = this->Options.ChannelBase + ".in";
+  OutPath = this->Options.ChannelBase + ".out";
+}
+
+Expected<std::unique_ptr<PipeModelRunner>>
+PipeModelRunner::create(std::vector<TensorSpec> Features, TensorSpec Advice,
+                        PipeModelRunnerOptions Options) {
+  if (Error E = checkSpecs(Features, Advice))
+    return E;
+  if (Options.ChannelBase.empty())
+    return pipeError(std::errc::invalid_argument,
+                     "pipe runner: the channel base is empty");
+  if (Options.ConnectTimeout.count() <= 0 || Options.Timeout.count() <= 0)
+    return pipeError(std::errc::invalid_argument,
+                     "pipe runner: timeouts must be positive");
+  if (Options.Kind == SerDesKind::Bitstream && Advice.isDynamic())
+    return pipeError(std::errc::invalid_argument,
+                     "pipe runner: advice '" + Advice.name() +
+                         "' has a dynamic shape, which LLVM's raw reply "
+                         "cannot carry (use the JSON or protobuf SerDes)");
+  Expected<std::unique_ptr<SerDes>> Out =
+      createSerDes(Options.Kind, Options.Limits);
+  if (!Out)
+    return Out.takeError();
+  Expected<std::unique_ptr<SerDes>> In =
+      createSerDes(Options.Kind, Options.Limits);
+  if (!In)
+    return In.takeError();
+  Header H{Features, Advice, std::nullopt};
+  (*In)->setCurrentHeader(H);
+  auto R = std::make_unique<PipeModelRunner>(
+      PrivateTag(), std::move(Features), std::move(Advice), std::move(Options),
+      std::move(*Out), std::move(*In));
+  if (R->Options.CreateFifos)
+    if (Error E = R->makeFifos())
+      return E;
+  return R;
+}
+
+PipeModelRunner::~PipeModelRunner() {
+  if (OutFD >= 0)
+    ::close(OutFD);
+  if (InFD >= 0)
+    ::close(InFD);
+  if (CreatedIn)
+    ::unlink(InPath.c_str());
+  if (CreatedOut)
+    ::unlink(OutPath.c_str());
+}
+
+Error PipeModelRunner::makeFifos() {
+  for (auto [Path, Created] :
+       {std::pair<const std::string *, bool *>(&InPath, &CreatedIn),
+        {&OutPath, &CreatedOut}}) {
+    if (::mkfifo(Path->c_str(), 0600) == 0) {
+      *Created = true;
+      // mkfifo() applies the umask; make the mode exactly 0600.
+      ::chmod(Path->c_str(), 0600);
+      continue;
+    }
+    if (errno != EEXIST)
+      return pipeError(std::errc::io_error, "cannot create FIFO " + *Path +
+                                                ": " + std::strerror(errno));
+    struct stat St;
+    if (::lstat(Path->c_str(), &St) != 0 || !S_ISFIFO(St.st_mode))
+      return pipeError(std::errc::file_exists,
+                       *Path + " exists and is not a FIFO");
+  }
+  return Error::success();
+}
+
+Error PipeModelRunner::fail(Error E) {
+  if (!E)
+    return E;
+  std::string Msg = toString(std::move(E));
+  Broken = Msg;
+  // Closing both ends tells the model the session is over.
+  if (OutFD >= 0)
+    ::close(OutFD);
+  if (InFD >= 0)
+    ::close(InFD);
+  OutFD = InFD = -1;
+  Reader.reset();
+  return createStringError(inconvertibleErrorCode(), "pipe runner '%s': %s",
+                           Options.ChannelBase.c_str(), Msg.c_str());
+}
+
+Error PipeModelRunner::connect() {
+  if (!Broken.empty())
+    return createStringError(inconvertibleErrorCode(),
+                             "pipe runner '%s' failed earlier: %s",
+                             Options.ChannelBase.c_str(), Broken.c_str());
+  if (Reader)
+    return Error::success();
+  Clock::time_point Deadline = Clock::now() + Options.ConnectTimeout;
+  // LLVM's order: <base>.in for reading, then <base>.out for writing. The
+  // first never waits with O_NONBLOCK; the second fails with ENXIO until the
+  // model has opened <base>.out for reading. There is no notification for
+  // that, so retry with a growing sleep (1 ms to 50 ms) until the deadline.
+  auto Sleep = milliseconds(1);
+  auto Wait = [&](const Twine &Failure) -> Error {
+    if (Clock::now() >= Deadline)
+      return pipeError(std::errc::timed_out,
+                       Failure + " within " +
+                           formatBound(Options.ConnectTimeout));
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(Sleep, Deadline - Clock::now()));
+    Sleep = std::min(Sleep * 2, milliseconds(50));
+    return Error::success();
+  };
+  while (InFD < 0) {
+    if (::access(InPath.c_str(), F_OK) == 0) {
+      if (Error E = checkFifo(InPath))
+        return fail(std::move(E));
+      InFD = ::open(InPath.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+      if (InFD < 0 && errno != EINTR)
+        return fail(pipeError(std::errc::io_error,
+                              "cannot open " + InPath +
+                                  " for reading: " + std::strerror(errno)));
+    } else if (Error E = Wait(InPath + " did not appear")) {
+      return fail(std::move(E));
+    }
+  }
+  if (Error E = checkFifo(OutPath))
+    return fail(std::move(E));
+  while (OutFD < 0) {
+    OutFD = ::open(OutPath.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (OutFD >= 0)
+      break;
+    if (errno != ENXIO && errno != EINTR)
+      return fail(pipeError(std::errc::io_error,
+                            "cannot open " + OutPath +
+                                " for writing: " + std::strerror(errno)));
+    if (Error E = Wait("no model opened " + OutPath + " for reading"))
+      return fail(std::move(E));
+  }
+  Reader = std::make_unique<FdByteReader>(InFD, InPath, Options.Timeout);
+  std::string Data;
+  Header H{
+      std::vector<TensorSpec>(featureSpecs().begin(), featureSpecs().end()),
+      adviceSpec(), std::nullopt};
+  if (Error E = Out->encodeHeader(H, Data))
+    return fail(std::move(E));
+  return fail(writeAll(Data, "the header"));
+}
+
+Error PipeModelRunner::writeAll(StringRef Data, const Twine &What) {
+  SigPipeBlocker Guard;
+  while (!Data.empty()) {
+    Clock::time_point Deadline = Clock::now() + Options.Timeout;
+    ssize_t N;
+    while ((N = ::write(OutFD, Data.data(), Data.size())) < 0) {
+      if (errno == EPIPE)
+        return pipeError(std::errc::broken_pipe, "the model closed " + OutPath +
+                                                     " while " + What +
+                                                     " was being written");
+      if (errno != EAGAIN && errno != EINTR)
+        return pipeError(std::errc::io_error,
+                         "writing " + What + " to " + OutPath +
+                             " failed: " + std::strerror(errno));
+      Expected<short> Ready = pollUntil(OutFD, POLLOUT, Deadline, OutPath);
+      if (!Ready)
+        return Ready.takeError();
+      if (*Ready == 0)
+        return pipeError(std::errc::timed_out,
+                         "the model did not read " + What + " from " + OutPath +
+                             " within " + formatBound(Options.Timeout));
+    }
+    Data = Data.drop_front(static_cast<size_t>(N));
+  }
+  return Error::success();
+}
+
+Error PipeModelRunner::switchContext(StringRef Name) {
+  if (Error E = connect())
+    return E;
+  std::string Data;
+  if (Error E = Out->encodeContext(Name, Data))
+    return E;
+  NextId = 0;
+  return fail(writeAll(Data, "the context record"));
+}
+
+Expected<TensorValue> PipeModelRunner::readReply(int64_t Id) {
+  uint64_t Start = Reader->offset();
+  std::string What = formatv("the advice for observation {0}", Id).str();
+  auto Closed = [&] {
+    return pipeError(std::errc::connection_aborted,
+                     "the model closed " + InPath + " before sending " + What);
+  };
+  if (Options.Kind == SerDesKind::Bitstream) {
+    // LLVM's reply: exactly the advice tensor's raw bytes, no framing.
+    Expected<TensorValue> V = decodeRawTensor(
+        adviceSpec(), adviceSpec().shape(), *Reader, Options.Limits);
+    if (!V && Reader->atEnd() && Reader->offset() == Start) {
+      consumeError(V.takeError());
+      return Closed();
+    }
+    return V;
+  }
+  Expected<std::optional<Record>> R = In->decode(*Reader);
+  if (!R)
+    return R.takeError();
+  if (!*R)
+    return Closed();
+  auto *M = std::get_if<Message>(&**R);
+  if (!M || M->Kind != MessageKind::Advice)
+    return pipeError(std::errc::protocol_error,
+                     formatv("{0}: expected {1}, got a record that is not an "
+                             "advice message (byte offset {2})",
+                             InPath, What, Start)
+                         .str());
+  if (M->Id != Id)
+    return pipeError(std::errc::protocol_error,
+                     formatv("{0}: expected the advice for observation {1}, "
+                             "got the advice for observation {2}",
+                             InPath, Id, M->Id)
+                         .str());
+  if (M->Tensors.size() != 1 || M->Tensors[0].name() != adviceSpec().name())
+    return pipeError(std::errc::protocol_error,
+                     formatv("{0}: the advice for observation {1} must hold "
+                             "exactly one tensor named '{2}'",
+                             InPath, Id, adviceSpec().name())
+                         .str());
+  return std::move(M->Tensors[0]);
+}
+
+Expected<TensorValue>
+PipeModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
+  if (Error E = connect())
+    return E;
+  int64_t Id = NextId++;
+  std::string Data;
+  if (Error E =
+          Out->encodeMessage(MessageKind::Observation, Id, Features, Data))
+    return E; // the runner stays usable: nothing was sent
+  if (Error E = fail(writeAll(Data, formatv("observation {0}", Id).str())))
+    return E;
+  Expected<TensorValue> V = readReply(Id);
+  if (!V)
+    return fail(V.takeError());
+  return V;
+}
+
+} // namespace mlbridge

@@ -1,0 +1,122 @@
+"""Model side for the pipe lit tests: runs a compiler and answers it with a known policy.
+
+    pipe_policy.py --policy inline-small [--log FILE] -- opt ... -...-channel-base={base} ...
+
+``{base}`` in the compiler command is replaced by the base of a private FIFO pair
+(``mlbridge.compiler.pipe.FifoChannel``). Each decision is written to ``--log`` as one line
+(``<context> <id> <features...> -> <advice>``); a summary goes to stdout. With no
+compiler command, the script only waits for a compiler to connect (to test the bound).
+The exit status is the compiler's, or 1 with a message on stderr if the model side fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from mlbridge import MLBridgeError
+from mlbridge.compiler.pipe import FifoChannel, Observation, PipeCompilerInterface, drive_compiler
+
+
+def make_policy(name: str, log: TextIO | None) -> Any:
+    def note(obs: Observation, what: str, advice: object) -> None:
+        if log is not None:
+            log.write(f"{obs.context} {obs.id} {what} -> {advice}\n")
+
+    def inline_small(obs: Observation) -> int:
+        # Inline iff the callee has at most one basic block.
+        bbs = int(obs["callee_basic_block_count"][0])
+        advice = int(bbs <= 1)
+        note(obs, f"callee_basic_block_count={bbs}", advice)
+        return advice
+
+    def inline_none(obs: Observation) -> int:
+        note(obs, f"inlining_default={int(obs['inlining_default'][0])}", 0)
+        return 0
+
+    def priority_weight(obs: Observation) -> np.ndarray:
+        # The live range's spill weight, as the priority.
+        w = np.asarray(obs["weight"], dtype=np.float32).reshape(-1)[0]
+        note(obs, f"li_size={int(obs['li_size'][0])} weight={w:g}", f"{w:g}")
+        return np.float32(w)
+
+    def priority_constant(obs: Observation) -> np.ndarray:
+        note(obs, f"li_size={int(obs['li_size'][0])}", "1")
+        return np.float32(1.0)
+
+    def evict_first(obs: Observation) -> int:
+        # Evict the first candidate the mask allows; 32 (the candidate itself) if none.
+        mask = obs["mask"].reshape(-1)
+        allowed = [i for i in range(mask.size - 1) if mask[i]]
+        advice = allowed[0] if allowed else mask.size - 1
+        note(obs, f"candidates={len(allowed)}", advice)
+        return advice
+
+    return {
+        "evict-first": evict_first,
+        "inline-small": inline_small,
+        "inline-none": inline_none,
+        "priority-weight": priority_weight,
+        "priority-constant": priority_constant,
+    }[name]
+
+
+def main(argv: list[str]) -> int:
+    if "--" in argv:
+        split = argv.index("--")
+        argv, command = argv[:split], argv[split + 1 :]
+    else:
+        command = []
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--policy", default="inline-small",
+        choices=[
+            "inline-small", "inline-none", "priority-weight", "priority-constant", "evict-first"
+        ],
+    )  # fmt: skip
+    parser.add_argument("--log", type=Path)
+    parser.add_argument("--serdes", default="bitstream")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--connect-timeout", type=float, default=60.0)
+    parser.add_argument("--tmpdir", type=Path, help="parent of the private FIFO folder")
+    args = parser.parse_args(argv)
+
+    log = args.log.open("w") if args.log else None
+    try:
+        if not command:
+            with FifoChannel(parent=args.tmpdir) as channel:
+                print(f"waiting on {channel.base}", file=sys.stderr)
+                with PipeCompilerInterface(
+                    channel.base, args.serdes, connect_timeout=args.connect_timeout
+                ) as ci:
+                    ci.run(make_policy(args.policy, log))
+            return 0
+        result = drive_compiler(
+            command,
+            make_policy(args.policy, log),
+            serdes=args.serdes,
+            timeout=args.timeout,
+            connect_timeout=args.connect_timeout,
+            parent=args.tmpdir,
+        )
+    except MLBridgeError as e:
+        print(f"pipe_policy: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if log is not None:
+            log.close()
+    assert result.header is not None
+    print(
+        f"pipe_policy: {result.answered} decisions, {len(result.header.features)} features, "
+        f"advice {result.header.advice.to_json().decode() if result.header.advice else None}, "
+        f"compiler exit {result.returncode}"
+    )
+    return result.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,448 @@
+"""The model side of the named-pipe protocol (mlbridge.compiler.pipe).
+
+The compiler side here is a thread that speaks only LLVM's protocol with raw fds, in
+LLVM's order (open <base>.in for reading, then <base>.out for writing; header once;
+raw advice bytes back). The real opt/llc runs are the lit tests (test/lit/*/*-pipe.test).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import LLVM_FIXTURE
+
+from mlbridge import InvalidTensorError, MLBridgeError
+from mlbridge.compiler.pipe import (
+    FifoChannel,
+    Observation,
+    PipeCompilerInterface,
+    remove_stale_channels,
+)
+from mlbridge.errors import PipeClosedError, PipeError, PipeTimeoutError
+from mlbridge.serdes import BytesReader, Context, End, Header, Message, MessageKind, get_serdes
+from mlbridge.tensor import Tensor
+from mlbridge.tensor_spec import ElementType, TensorSpec
+
+BOUND = 20.0  # generous bound of every wait in these tests (never reached when green)
+
+
+class FakeCompiler:
+    """A compiler side on raw fds: LLVM's open order, bounded waits, run in a thread."""
+
+    def __init__(self, base: Path, script) -> None:
+        self.base = base
+        self.script = script
+        self.error: BaseException | None = None
+        self.replies: list[bytes] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.in_fd = -1
+        self.out_fd = -1
+
+    def _run(self) -> None:
+        try:
+            self.in_fd = os.open(f"{self.base}.in", os.O_RDONLY | os.O_NONBLOCK)
+            deadline = time.monotonic() + BOUND
+            while True:
+                try:
+                    self.out_fd = os.open(f"{self.base}.out", os.O_WRONLY | os.O_NONBLOCK)
+                    break
+                except OSError as e:
+                    assert e.errno == errno.ENXIO
+                    assert time.monotonic() < deadline, "model never opened .out"
+                    time.sleep(0.005)
+            os.set_blocking(self.out_fd, True)
+            self.script(self)
+        except BaseException as e:  # reported by join()
+            self.error = e
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for attr in ("in_fd", "out_fd"):
+            fd = getattr(self, attr)
+            if fd >= 0:
+                setattr(self, attr, -1)
+                os.close(fd)
+
+    def write(self, data: bytes) -> None:
+        os.write(self.out_fd, data)
+
+    def read_reply(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            ready, _, _ = select.select([self.in_fd], [], [], BOUND)
+            assert ready, "no reply from the model"
+            chunk = os.read(self.in_fd, n - len(data))
+            assert chunk, "model closed .in"
+            data += chunk
+        self.replies.append(data)
+        return data
+
+    def start(self) -> FakeCompiler:
+        self.thread.start()
+        return self
+
+    def join(self) -> None:
+        self.thread.join(BOUND)
+        assert not self.thread.is_alive(), "fake compiler hung"
+        if self.error is not None:
+            raise self.error
+
+
+def split_records(data: bytes, serdes: str = "bitstream") -> list[bytes]:
+    """The bytes of each record of a stream."""
+    s = get_serdes(serdes)
+    reader = BytesReader(data)
+    chunks = []
+    start = 0
+    while s.decode(reader) is not None:
+        chunks.append(data[start : reader.offset])
+        start = reader.offset
+    return chunks
+
+
+INT = TensorSpec("x", ElementType.INT64, (1,))
+VEC = TensorSpec("v", ElementType.FLOAT, (1, 3))
+ADVICE = TensorSpec("decision", ElementType.INT64, (1,))
+HEADER = Header((INT, VEC), ADVICE)
+
+
+def observation(i: int) -> Message:
+    return Message.observation(
+        i,
+        [Tensor("x", ElementType.INT64, [i]), Tensor("v", ElementType.FLOAT, [[i, 0.5, -1.0]])],
+    )
+
+
+def stream(*records, serdes: str = "bitstream") -> list[bytes]:
+    s = get_serdes(serdes)
+    return [s.encode(r) for r in records]
+
+
+@pytest.fixture
+def channel(tmp_path: Path):
+    with FifoChannel(parent=tmp_path) as ch:
+        yield ch
+    assert list(tmp_path.iterdir()) == [], "the private FIFO folder is left behind"
+
+
+# -- FIFO creation and cleanup ----------------------------------------------------------
+
+
+def test_channel_makes_private_folder_and_fifos(tmp_path: Path) -> None:
+    with FifoChannel(parent=tmp_path) as ch:
+        assert ch.directory is not None and ch.directory.parent == tmp_path
+        assert stat.S_IMODE(ch.directory.stat().st_mode) == 0o700
+        for p in (ch.in_path, ch.out_path):
+            st = p.stat()
+            assert stat.S_ISFIFO(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+        assert ch.in_path.name == "channel.in" and ch.out_path.name == "channel.out"
+    assert ch.closed and list(tmp_path.iterdir()) == []
+
+
+def test_channel_is_removed_when_the_body_raises(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError), FifoChannel(parent=tmp_path):
+        raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_channel_close_is_idempotent_and_runs_on_collection(tmp_path: Path) -> None:
+    ch = FifoChannel(parent=tmp_path)
+    ch.close()
+    ch.close()
+    FifoChannel(parent=tmp_path)  # dropped at once: the finalizer removes it
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_channel_replaces_stale_fifos_at_an_explicit_base(tmp_path: Path) -> None:
+    base = tmp_path / "ch"
+    os.mkfifo(f"{base}.in", 0o644)  # left by a crashed run
+    with FifoChannel(base) as ch:
+        assert stat.S_IMODE(ch.in_path.stat().st_mode) == 0o600
+        assert ch.directory is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_channel_refuses_to_replace_a_regular_file(tmp_path: Path) -> None:
+    base = tmp_path / "ch"
+    Path(f"{base}.out").write_text("precious")
+    with pytest.raises(PipeError, match=r"ch\.out exists and is not a FIFO"):
+        FifoChannel(base)
+    assert Path(f"{base}.out").read_text() == "precious"
+    assert not Path(f"{base}.in").exists()
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_stale_private_folders_of_dead_processes_are_removed(tmp_path: Path) -> None:
+    stale = tmp_path / f"mlbridge-pipe-{dead_pid()}-abc"
+    stale.mkdir(mode=0o700)
+    os.mkfifo(stale / "channel.in")
+    os.mkfifo(stale / "channel.out")
+    alive = tmp_path / f"mlbridge-pipe-{os.getpid()}-xyz"
+    alive.mkdir()
+    not_only_fifos = tmp_path / f"mlbridge-pipe-{dead_pid()}-keep"
+    not_only_fifos.mkdir()
+    (not_only_fifos / "data.txt").write_text("x")
+    with FifoChannel(parent=tmp_path) as ch:
+        assert not stale.exists()
+        assert alive.exists() and not_only_fifos.exists()
+        assert ch.directory is not None and ch.directory.exists()
+    assert remove_stale_channels(tmp_path) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, not_only_fifos.name])
+
+
+# -- bounded waits ------------------------------------------------------------------------
+
+
+def test_no_compiler_times_out_naming_the_fifo(channel: FifoChannel) -> None:
+    ci = PipeCompilerInterface(channel.base, connect_timeout=0.2, timeout=BOUND)
+    with pytest.raises(PipeTimeoutError) as info:
+        ci.evaluate()
+    assert isinstance(info.value, TimeoutError) and isinstance(info.value, MLBridgeError)
+    assert str(channel.in_path) in str(info.value) and "0.2 s" in str(info.value)
+    assert not ci.connected
+
+
+def test_missing_fifo_times_out(tmp_path: Path) -> None:
+    with pytest.raises(PipeTimeoutError, match=r"nothere\.in did not appear within 0\.1 s"):
+        PipeCompilerInterface(tmp_path / "nothere", connect_timeout=0.1).connect()
+
+
+def test_a_regular_file_is_not_a_fifo(tmp_path: Path) -> None:
+    (tmp_path / "x.in").write_bytes(b"")
+    with pytest.raises(PipeError, match=r"x\.in is not a FIFO"):
+        PipeCompilerInterface(tmp_path / "x", connect_timeout=BOUND).connect()
+
+
+def test_abort_callback_stops_the_connect_wait(channel: FifoChannel) -> None:
+    def abort() -> None:
+        raise PipeClosedError("compiler gone")
+
+    with pytest.raises(PipeClosedError, match="compiler gone"):
+        PipeCompilerInterface(channel.base, connect_timeout=BOUND).connect(abort)
+
+
+def test_stalled_compiler_times_out_naming_what_was_awaited(channel: FifoChannel) -> None:
+    release = threading.Event()
+
+    def script(c: FakeCompiler) -> None:
+        c.write(stream(HEADER)[0])
+        release.wait(BOUND)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=0.2, connect_timeout=BOUND) as ci:
+        with pytest.raises(PipeTimeoutError) as info:
+            ci.evaluate()
+    release.set()
+    fake.join()
+    msg = str(info.value)
+    assert str(channel.out_path) in msg and "0.2 s" in msg and "the next record" in msg
+    assert ci.header == HEADER
+
+
+@pytest.mark.parametrize(
+    "timeout", [0, -1, float("nan"), float("inf")], ids=["zero", "negative", "nan", "inf"]
+)
+def test_timeouts_must_be_positive_and_finite(tmp_path: Path, timeout: float) -> None:
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        PipeCompilerInterface(tmp_path / "x", timeout=timeout)
+
+
+# -- the protocol -----------------------------------------------------------------------
+
+
+def test_session_with_llvm_layout_and_raw_replies(channel: FifoChannel) -> None:
+    def script(c: FakeCompiler) -> None:
+        header, ctx, *obs = stream(HEADER, Context("f"), observation(0), observation(1))
+        c.write(header + ctx)
+        for o in obs:
+            c.write(o)
+            c.read_reply(8)
+
+    fake = FakeCompiler(channel.base, script).start()
+    seen: list[Observation] = []
+
+    def policy(obs: Observation) -> int:
+        seen.append(obs)
+        return int(obs["x"][0]) + 40
+
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        assert ci.run(policy) == 2
+        assert ci.evaluate() is None  # stays finished
+    fake.join()
+    assert fake.replies == [np.int64(40).tobytes(), np.int64(41).tobytes()]
+    assert [o.id for o in seen] == [0, 1] and {o.context for o in seen} == {"f"}
+    assert list(seen[1]) == ["x", "v"]
+    np.testing.assert_array_equal(seen[1]["v"], np.array([[1, 0.5, -1]], dtype=np.float32))
+    assert seen[0].header == HEADER and seen[0].message["x"].type is ElementType.INT64
+
+
+def test_llvm22_fixture_replayed_through_a_fifo(channel: FifoChannel) -> None:
+    # The bytes stock opt-22 wrote; the replies must be 1,1,1,0,0,1,1 (inline iff
+    # callee_basic_block_count <= 1), each the raw int64 with no framing.
+    records = split_records(LLVM_FIXTURE.read_bytes())
+
+    def script(c: FakeCompiler) -> None:
+        c.write(records[0] + records[1])
+        for r in records[2:]:
+            c.write(r)
+            c.read_reply(8)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        n = ci.run(lambda obs: int(obs["callee_basic_block_count"][0] <= 1))
+        assert ci.header is not None and len(ci.header.features) == 39
+        assert ci.context == ""
+    fake.join()
+    assert n == 7
+    assert b"".join(fake.replies) == np.array([1, 1, 1, 0, 0, 1, 1], dtype="<i8").tobytes()
+
+
+def test_compiler_exiting_mid_observation_names_the_tensor(channel: FifoChannel) -> None:
+    def script(c: FakeCompiler) -> None:
+        header, obs = stream(HEADER, observation(0))
+        c.write(header + obs[: len(obs) - 7])  # inside tensor "v"
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        with pytest.raises(PipeClosedError) as info:
+            ci.evaluate()
+    fake.join()
+    msg = str(info.value)
+    assert str(channel.out_path) in msg and "in the middle of a record" in msg
+    assert "'v'" in msg
+
+
+def test_compiler_exiting_mid_header_line(channel: FifoChannel) -> None:
+    fake = FakeCompiler(channel.base, lambda c: c.write(b'{"features":[')).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        with pytest.raises(PipeClosedError, match="no terminating newline"):
+            ci.evaluate()
+    fake.join()
+
+
+def test_compiler_closing_between_records_ends_the_session(channel: FifoChannel) -> None:
+    fake = FakeCompiler(channel.base, lambda c: c.write(stream(HEADER)[0])).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        assert ci.evaluate() is None
+        assert ci.header == HEADER
+    fake.join()
+
+
+def test_compiler_gone_before_the_reply(channel: FifoChannel) -> None:
+    def script(c: FakeCompiler) -> None:
+        header, obs = stream(HEADER, observation(0))
+        c.write(header + obs)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        assert ci.evaluate() is not None
+        fake.join()  # the compiler has closed both ends
+        with pytest.raises(PipeClosedError, match=r"advice for observation 0"):
+            ci.respond(1)
+
+
+def test_call_order_is_checked(channel: FifoChannel) -> None:
+    def script(c: FakeCompiler) -> None:
+        header, obs = stream(HEADER, observation(0))
+        c.write(header + obs)
+        c.read_reply(8)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        with pytest.raises(PipeError, match="without an observation"):
+            ci.respond(1)
+        assert ci.evaluate() is not None
+        with pytest.raises(PipeError, match="observation 0 has not been answered"):
+            ci.evaluate()
+        with pytest.raises(InvalidTensorError, match="expected integer values"):
+            ci.respond(1.5)  # a float for int64 advice: never silently truncated
+        with pytest.raises(PipeError, match=r"shape \[2\]"):
+            ci.respond([1, 2])
+        with pytest.raises(PipeError, match="does not match the advice spec"):
+            ci.respond(Tensor("other", ElementType.INT64, [1]))
+        ci.respond(np.array([[7]]))  # one element, reshaped to [1]
+    fake.join()
+    assert fake.replies == [np.int64(7).tobytes()]
+
+
+def test_string_and_bool_features_and_an_end_record(channel: FifoChannel) -> None:
+    header = Header(
+        (TensorSpec("s", ElementType.STRING, (2,)), TensorSpec("b", ElementType.BOOL, (1,))),
+        TensorSpec("p", ElementType.FLOAT, (1,)),
+    )
+    msg = Message.observation(
+        0, [Tensor("s", ElementType.STRING, [b"a\n", b""]), Tensor("b", ElementType.BOOL, [True])]
+    )
+
+    def script(c: FakeCompiler) -> None:
+        h, o, e = stream(header, msg, End())
+        c.write(h + o)
+        c.read_reply(4)
+        c.write(e)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        obs = ci.evaluate()
+        assert obs is not None and list(obs["s"]) == [b"a\n", b""] and obs["b"][0]
+        ci.respond(np.float64(0.25))
+        assert ci.evaluate() is None
+    fake.join()
+    assert fake.replies == [np.float32(0.25).tobytes()]
+
+
+@pytest.mark.parametrize("serdes", ["json", "protobuf"])
+def test_self_describing_serdes_reply_with_an_advice_record(
+    channel: FifoChannel, serdes: str
+) -> None:
+    got: list[object] = []
+
+    def script(c: FakeCompiler) -> None:
+        header, ctx, obs = stream(HEADER, Context("m"), observation(3), serdes=serdes)
+        c.write(header + ctx + obs)
+        # Read the reply record (bounded), then close.
+        data = b""
+        s = get_serdes(serdes)
+        while True:
+            data += c.read_reply(1)
+            try:
+                got.append(s.decode(BytesReader(data)))
+                return
+            except MLBridgeError:
+                continue
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, serdes, timeout=BOUND, connect_timeout=BOUND) as ci:
+        assert ci.run(lambda obs: int(obs["x"][0]) * 2) == 1
+    fake.join()
+    assert got == [Message(MessageKind.ADVICE, 3, (Tensor("decision", ElementType.INT64, [6]),))]
+
+
+def test_dynamic_advice_cannot_be_a_raw_reply(channel: FifoChannel) -> None:
+    header = Header((INT,), TensorSpec("a", ElementType.INT64, (-1,)))
+
+    def script(c: FakeCompiler) -> None:
+        h, o = stream(header, Message.observation(0, [Tensor("x", ElementType.INT64, [1])]))
+        c.write(h + o)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        assert ci.evaluate() is not None
+        with pytest.raises(PipeError, match="dynamic shape"):
+            ci.respond([1, 2])
+    fake.join()

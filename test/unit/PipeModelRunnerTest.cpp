@@ -1,0 +1,453 @@
+//===- PipeModelRunnerTest.cpp - The named-pipe runner
+//---------------------===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// The model side is either a real Python process (mlbridge.compiler.pipe,
+// test/unit/pipe_model.py) or a thread written only against LLVM's protocol
+// with raw fds (open <base>.in for writing, then <base>.out for reading;
+// read the header line and each observation; write raw advice bytes).
+// Every wait in the model threads is bounded too.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "mlbridge/PipeModelRunner.h"
+
+#include "llvm/Support/Program.h"
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <mutex>
+#include <poll.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace mlbridge;
+using namespace mlbridge::test;
+using namespace std::chrono_literals;
+using llvm::ArrayRef;
+using llvm::Expected;
+using llvm::StringRef;
+
+namespace {
+
+#define EXPECT_CONTAINS(Haystack, Needle)                                      \
+  EXPECT_NE(std::string(Haystack).find(Needle), std::string::npos)             \
+      << "'" << (Haystack) << "' lacks '" << (Needle) << "'"
+
+constexpr auto Bound = 20s; // never reached when green
+
+/// A private folder (0700) for one test's FIFOs; the test checks it is empty
+/// (no FIFO left) before removing it.
+class PipeRunnerTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string Tmpl = "/tmp/mlbridge-pipe-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(Tmpl.data()), nullptr) << std::strerror(errno);
+    Dir = Tmpl;
+    Base = Dir + "/channel";
+  }
+  void TearDown() override {
+    // Only an empty folder can be removed: a leftover FIFO fails the test.
+    EXPECT_EQ(::rmdir(Dir.c_str()), 0)
+        << Dir << " is not empty (leftover FIFO?): " << std::strerror(errno);
+  }
+
+  PipeModelRunnerOptions options(SerDesKind Kind = SerDesKind::Bitstream) {
+    PipeModelRunnerOptions O;
+    O.ChannelBase = Base;
+    O.Kind = Kind;
+    O.ConnectTimeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Bound);
+    O.Timeout = std::chrono::duration_cast<std::chrono::milliseconds>(Bound);
+    O.CreateFifos = true;
+    return O;
+  }
+
+  std::string Dir, Base;
+};
+
+std::vector<TensorSpec> specs() {
+  return {createSpec<int64_t>("x", {1}), createSpec<float>("v", {1, 3})};
+}
+
+/// The model side of LLVM's protocol on raw fds, run by a thread.
+class RawModel {
+public:
+  explicit RawModel(std::string Base) : Base(std::move(Base)) {}
+  ~RawModel() { close(); }
+
+  /// Opens <base>.in for writing (retrying until the compiler reads it),
+  /// then <base>.out for reading, as LLVM's own Python host does.
+  bool open() {
+    auto Deadline = std::chrono::steady_clock::now() + Bound;
+    while ((InFD = ::open((Base + ".in").c_str(), O_WRONLY | O_NONBLOCK)) < 0) {
+      if (errno != ENXIO && errno != ENOENT)
+        return false;
+      if (std::chrono::steady_clock::now() > Deadline)
+        return false;
+      std::this_thread::sleep_for(2ms);
+    }
+    OutFD = ::open((Base + ".out").c_str(), O_RDONLY | O_NONBLOCK);
+    return OutFD >= 0;
+  }
+  void close() {
+    if (InFD >= 0)
+      ::close(InFD);
+    if (OutFD >= 0)
+      ::close(OutFD);
+    InFD = OutFD = -1;
+  }
+  /// Reads exactly \p N bytes (bounded); fewer if the compiler closes.
+  std::string read(size_t N) {
+    std::string S;
+    while (S.size() < N) {
+      struct pollfd P = {OutFD, POLLIN, 0};
+      if (::poll(&P, 1, 20000) <= 0)
+        break;
+      char Buf[4096];
+      ssize_t R = ::read(OutFD, Buf, std::min(sizeof(Buf), N - S.size()));
+      if (R <= 0)
+        break;
+      S.append(Buf, R);
+    }
+    return S;
+  }
+  std::string readLine() {
+    std::string S;
+    while (S.empty() || S.back() != '\n') {
+      std::string C = read(1);
+      if (C.empty())
+        break;
+      S += C;
+    }
+    return S;
+  }
+  void write(StringRef Data) {
+    ASSERT_EQ(::write(InFD, Data.data(), Data.size()),
+              static_cast<ssize_t>(Data.size()));
+  }
+
+  std::string Base;
+  int InFD = -1, OutFD = -1;
+};
+
+template <typename T> std::string rawBytes(T V) {
+  return std::string(reinterpret_cast<const char *>(&V), sizeof(T));
+}
+
+/// Runs \p Body on a thread and joins it on destruction.
+class ModelThread {
+public:
+  template <typename F> explicit ModelThread(F Body) : T(std::move(Body)) {}
+  ~ModelThread() { T.join(); }
+
+private:
+  std::thread T;
+};
+
+// -- against LLVM's protocol, byte for byte ----------------------------------
+
+TEST_F(PipeRunnerTest, SpeaksLLVMsProtocolByteForByte) {
+  MLB_ASSERT_VALUE(R, PipeModelRunner::create(
+                          specs(), createSpec<int64_t>("d", {1}), options()));
+  std::string Header, Ctx, Obs0, Obs1;
+  {
+    ModelThread M([&] {
+      RawModel Model(Base);
+      if (!Model.open())
+        return;
+      Header = Model.readLine();
+      Ctx = Model.readLine();
+      Obs0 =
+          Model.read(std::string("{\"observation\":0}\n").size() + 8 + 12 + 1);
+      Model.write(rawBytes<int64_t>(42));
+      Obs1 =
+          Model.read(std::string("{\"observation\":1}\n").size() + 8 + 12 + 1);
+      Model.write(rawBytes<int64_t>(-7));
+    });
+    MLB_ASSERT_OK(R->switchContext("f"));
+    MLB_ASSERT_OK(R->populateFeatures(
+        std::make_pair("x", int64_t(5)),
+        std::make_pair("v", std::vector<float>{1.0f, 2.0f, 3.0f})));
+    Expected<int64_t> A = R->evaluate<int64_t>();
+    ASSERT_TRUE(static_cast<bool>(A)) << errorText(A.takeError());
+    EXPECT_EQ(*A, 42);
+    MLB_ASSERT_OK(R->setFeature("x", int64_t(6)));
+    Expected<int64_t> B = R->evaluate<int64_t>();
+    ASSERT_TRUE(static_cast<bool>(B)) << errorText(B.takeError());
+    EXPECT_EQ(*B, -7);
+  }
+  EXPECT_EQ(Header,
+            "{\"features\":[{\"name\":\"x\",\"type\":\"int64_t\",\"port\":0,"
+            "\"shape\":[1]},{\"name\":\"v\",\"type\":\"float\",\"port\":0,"
+            "\"shape\":[1,3]}],\"advice\":{\"name\":\"d\",\"type\":\"int64_t\","
+            "\"port\":0,\"shape\":[1]}}\n");
+  EXPECT_EQ(Ctx, "{\"context\":\"f\"}\n");
+  float V[3] = {1.0f, 2.0f, 3.0f};
+  EXPECT_EQ(Obs0, "{\"observation\":0}\n" + rawBytes<int64_t>(5) +
+                      std::string(reinterpret_cast<char *>(V), 12) + "\n");
+  EXPECT_EQ(Obs1.substr(0, 18), "{\"observation\":1}\n");
+  EXPECT_EQ(Obs1.substr(18, 8), rawBytes<int64_t>(6));
+}
+
+// -- with the Python model side
+// -------------------------------------------------
+
+/// Runs test/unit/pipe_model.py with the venv's Python; returns its exit code.
+class PythonModel {
+public:
+  PythonModel(StringRef Base, StringRef SerDes, StringRef Policy) {
+    std::string Python = MLBRIDGE_PYTHON;
+    Script = std::string(MLBRIDGE_SOURCE_DIR) + "/test/unit/pipe_model.py";
+    Args = {Python, Script, Base.str(), SerDes.str(), Policy.str()};
+    std::vector<StringRef> Argv(Args.begin(), Args.end());
+    std::string Err;
+    bool Failed = false;
+    PI = llvm::sys::ExecuteNoWait(Python, Argv, std::nullopt, {}, 0, &Err,
+                                  &Failed);
+    Started = !Failed;
+    StartError = Err;
+  }
+  /// Waits (bounded) for the process; kills it on timeout.
+  int wait() {
+    std::string Err;
+    llvm::sys::ProcessInfo R = llvm::sys::Wait(PI, 60u, &Err);
+    return R.ReturnCode;
+  }
+
+  bool Started = false;
+  std::string StartError, Script;
+  std::vector<std::string> Args;
+  llvm::sys::ProcessInfo PI;
+};
+
+TEST_F(PipeRunnerTest, PythonModelSideBitstream) {
+  PythonModel Py(Base, "bitstream", "sum");
+  ASSERT_TRUE(Py.Started) << Py.StartError;
+  {
+    MLB_ASSERT_VALUE(R, PipeModelRunner::create(
+                            specs(), createSpec<int64_t>("d", {1}), options()));
+    for (int64_t I = 0; I < 5; ++I) {
+      MLB_ASSERT_OK(R->populateFeatures(
+          std::make_pair("x", I),
+          std::make_pair("v", std::vector<float>{0.5f, 1.5f, float(I)})));
+      Expected<int64_t> A = R->evaluate<int64_t>();
+      ASSERT_TRUE(static_cast<bool>(A)) << errorText(A.takeError());
+      EXPECT_EQ(*A, I + 2 + I);
+    }
+  } // the runner closes the FIFOs: the model sees the end and exits
+  EXPECT_EQ(Py.wait(), 0);
+}
+
+TEST_F(PipeRunnerTest, PythonModelSideJSONWithContexts) {
+  PythonModel Py(Base, "json", "context");
+  ASSERT_TRUE(Py.Started) << Py.StartError;
+  {
+    MLB_ASSERT_VALUE(R, PipeModelRunner::create(specs(),
+                                                createSpec<double>("len", {1}),
+                                                options(SerDesKind::JSON)));
+    for (StringRef Name : {"a", "main", "function_three"}) {
+      MLB_ASSERT_OK(R->switchContext(Name));
+      Expected<double> A = R->evaluate<double>();
+      ASSERT_TRUE(static_cast<bool>(A)) << errorText(A.takeError());
+      EXPECT_EQ(*A, double(Name.size()));
+    }
+  }
+  EXPECT_EQ(Py.wait(), 0);
+}
+
+// -- bounded waits and peer death
+// -----------------------------------------------
+
+TEST_F(PipeRunnerTest, NoModelTimesOutNamingTheFifo) {
+  PipeModelRunnerOptions O = options();
+  O.ConnectTimeout = 100ms;
+  MLB_ASSERT_VALUE(
+      R, PipeModelRunner::create(specs(), createSpec<int64_t>("d", {1}), O));
+  Expected<int64_t> A = R->evaluate<int64_t>();
+  ASSERT_FALSE(static_cast<bool>(A));
+  std::string Msg = errorText(A.takeError());
+  EXPECT_CONTAINS(Msg,
+                  "no model opened " + Base + ".out for reading within 100 ms");
+  // A failed runner stays failed, with the first error.
+  std::string Again = errorText(R->evaluate<int64_t>().takeError());
+  EXPECT_CONTAINS(Again, "failed earlier");
+  EXPECT_CONTAINS(Again, "100 ms");
+}
+
+TEST_F(PipeRunnerTest, ModelThatNeverRepliesTimesOut) {
+  PipeModelRunnerOptions O = options();
+  O.Timeout = 100ms;
+  MLB_ASSERT_VALUE(
+      R, PipeModelRunner::create(specs(), createSpec<int64_t>("d", {1}), O));
+  std::mutex Mu;
+  std::condition_variable CV;
+  bool Done = false;
+  std::string Msg;
+  {
+    ModelThread M([&] {
+      RawModel Model(Base);
+      if (!Model.open())
+        return;
+      std::unique_lock<std::mutex> L(Mu);
+      CV.wait_for(L, Bound, [&] { return Done; });
+    });
+    Msg = errorText(R->evaluate<int64_t>().takeError());
+    {
+      std::lock_guard<std::mutex> L(Mu);
+      Done = true;
+    }
+    CV.notify_all();
+  }
+  EXPECT_CONTAINS(Msg, Base + ".in: nothing from the model within 100 ms");
+  EXPECT_CONTAINS(Msg, "tensor 'd'");
+}
+
+TEST_F(PipeRunnerTest, ModelDyingBeforeTheReplyIsAnError) {
+  MLB_ASSERT_VALUE(R, PipeModelRunner::create(
+                          specs(), createSpec<int64_t>("d", {1}), options()));
+  std::string Msg;
+  {
+    ModelThread M([&] {
+      RawModel Model(Base);
+      if (!Model.open())
+        return;
+      Model.readLine(); // header
+      Model.readLine(); // observation line; then exit without a reply
+    });
+    Msg = errorText(R->evaluate<int64_t>().takeError());
+  }
+  EXPECT_CONTAINS(Msg, "the model closed " + Base +
+                           ".in before sending the advice for observation 0");
+}
+
+TEST_F(PipeRunnerTest, ShortReplyIsAnError) {
+  MLB_ASSERT_VALUE(R, PipeModelRunner::create(
+                          specs(), createSpec<int64_t>("d", {1}), options()));
+  std::string Msg;
+  {
+    ModelThread M([&] {
+      RawModel Model(Base);
+      if (!Model.open())
+        return;
+      Model.readLine();
+      Model.readLine();
+      Model.write("abc"); // 3 of 8 bytes, then exit
+    });
+    Msg = errorText(R->evaluate<int64_t>().takeError());
+  }
+  EXPECT_CONTAINS(Msg, "the model closed the pipe after 3 of 8 bytes");
+  EXPECT_CONTAINS(Msg, Base + ".in");
+}
+
+TEST_F(PipeRunnerTest, ModelGoneBeforeTheWriteIsAnErrorNotASignal) {
+  MLB_ASSERT_VALUE(R, PipeModelRunner::create(
+                          specs(), createSpec<int64_t>("d", {1}), options()));
+  {
+    ModelThread M([&] {
+      RawModel Model(Base);
+      if (Model.open())
+        Model.readLine(); // the header; then close both ends
+    });
+    MLB_ASSERT_OK(R->connect()); // the header fits in the pipe buffer
+  }
+  // The reader of <base>.out is gone: the write fails with EPIPE; SIGPIPE
+  // (which would kill this process) is blocked and discarded.
+  std::string Msg = errorText(R->evaluate<int64_t>().takeError());
+  EXPECT_CONTAINS(Msg, "the model closed " + Base +
+                           ".out while observation 0 was being written");
+}
+
+TEST_F(PipeRunnerTest, GarbledJSONReplyIsAnError) {
+  MLB_ASSERT_VALUE(R, PipeModelRunner::create(specs(),
+                                              createSpec<int64_t>("d", {1}),
+                                              options(SerDesKind::JSON)));
+  std::string Msg, Msg2;
+  {
+    ModelThread M([&] {
+      RawModel Model(Base);
+      if (!Model.open())
+        return;
+      Model.readLine();
+      Model.readLine();
+      Model.write("{\"advice\":0,\"tensors\":[{\"name\":\"d\",\"type\":"
+                  "\"int64_t\",\"shape\":[1],\"data\":[2.5]}]}\n");
+    });
+    Msg = errorText(R->evaluate<int64_t>().takeError());
+  }
+  EXPECT_CONTAINS(Msg, "'2.5' has a fraction or exponent");
+  EXPECT_CONTAINS(Msg, Base);
+}
+
+TEST_F(PipeRunnerTest, JSONReplyForAnotherObservationIsAnError) {
+  MLB_ASSERT_VALUE(R, PipeModelRunner::create(specs(),
+                                              createSpec<int64_t>("d", {1}),
+                                              options(SerDesKind::JSON)));
+  std::string Msg;
+  {
+    ModelThread M([&] {
+      RawModel Model(Base);
+      if (!Model.open())
+        return;
+      Model.readLine();
+      Model.readLine();
+      Model.write("{\"advice\":9,\"tensors\":[{\"name\":\"d\",\"type\":"
+                  "\"int64_t\",\"shape\":[1],\"data\":[2]}]}\n");
+    });
+    Msg = errorText(R->evaluate<int64_t>().takeError());
+  }
+  EXPECT_CONTAINS(Msg, "expected the advice for observation 0, got the advice "
+                       "for observation 9");
+}
+
+// -- set-up errors
+// ---------------------------------------------------------------
+
+TEST_F(PipeRunnerTest, RegularFileIsNotReplaced) {
+  std::string In = Base + ".in";
+  int FD = ::open(In.c_str(), O_CREAT | O_WRONLY, 0600);
+  ASSERT_GE(FD, 0);
+  ::close(FD);
+  std::string Msg = errorText(
+      PipeModelRunner::create(specs(), createSpec<int64_t>("d", {1}), options())
+          .takeError());
+  EXPECT_CONTAINS(Msg, In + " exists and is not a FIFO");
+  ::unlink(In.c_str());
+}
+
+TEST_F(PipeRunnerTest, StaleFifosAreReusedAndFifosAreMode0600) {
+  ASSERT_EQ(::mkfifo((Base + ".out").c_str(), 0644), 0); // a crashed run's
+  {
+    MLB_ASSERT_VALUE(R, PipeModelRunner::create(
+                            specs(), createSpec<int64_t>("d", {1}), options()));
+    EXPECT_EQ(R->inboundPath(), Base + ".in");
+    struct stat St;
+    ASSERT_EQ(::stat((Base + ".in").c_str(), &St), 0);
+    EXPECT_TRUE(S_ISFIFO(St.st_mode));
+    EXPECT_EQ(St.st_mode & 0777, 0600u);
+  }
+  // The runner removes the FIFO it created, not the one it found.
+  EXPECT_NE(::access((Base + ".in").c_str(), F_OK), 0);
+  EXPECT_EQ(::unlink((Base + ".out").c_str()), 0);
+}
+
+TEST_F(PipeRunnerTest, DynamicAdviceNeedsARecordSerDes) {
+  std::string Msg =
+      errorText(PipeModelRunner::create(specs(), createSpec<int64_t>("d", {-1}),
+                                        options())
+                    .takeError());
+  EXPECT_CONTAINS(Msg, "dynamic shape");
+}
+
+} // namespace
