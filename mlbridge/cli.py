@@ -195,6 +195,84 @@ def _run_plugin_path(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- serve ----------------------------------------------------------------------------
+
+
+def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "policy",
+        metavar="POLICY",
+        help="MODULE:NAME or FILE.py:NAME: a function of an observation, or a class whose "
+        "instances are (instantiated with no arguments)",
+    )
+    p.add_argument(
+        "--address",
+        default="127.0.0.1:0",
+        metavar="HOST:PORT",
+        help="where to listen (default: 127.0.0.1:0, loopback with a free port)",
+    )
+    p.add_argument(
+        "--ready-file",
+        metavar="FILE",
+        help="once listening, write the bound HOST:PORT and a newline to FILE (atomically)",
+    )
+    p.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=64 * 1024 * 1024,
+        metavar="N",
+        help="largest message received or sent (default: 64 MiB)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=4, metavar="N", help="threads answering calls (default 4)"
+    )
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    try:
+        from mlbridge.compiler import grpc as mlgrpc
+    except ImportError as e:
+        raise CLIError(f"`serve` needs grpcio (pip install 'mlbridge[grpc]'): {e}") from None
+    try:
+        policy = mlgrpc.load_policy(args.policy)
+    except (ValueError, ImportError) as e:
+        raise CLIError(f"cannot load the policy {args.policy!r}: {e}") from None
+    if args.workers < 1:
+        raise CLIError(f"--workers must be at least 1, got {args.workers}")
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            server = mlgrpc.serve(
+                policy,
+                args.address,
+                max_message_bytes=args.max_message_bytes,
+                max_workers=args.workers,
+            )
+        except (ValueError, mlgrpc.GrpcError) as e:
+            raise CLIError(str(e)) from None
+        try:
+            if args.ready_file:
+                mlgrpc.write_ready_file(args.ready_file, server.address)
+            print(f"{PROG}: serving on {server.address}", flush=True)
+            while not stop.wait(0.5):
+                pass
+        finally:
+            server.stop()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    _status(f"stopped after {server.evaluated} decisions")
+    return 0
+
+
 COMMANDS: list[Command] = [
     Command(
         name="build",
@@ -216,6 +294,18 @@ COMMANDS: list[Command] = [
         ),
         add_arguments=_add_plugin_path_arguments,
         run=_run_plugin_path,
+    ),
+    Command(
+        name="serve",
+        help="serve a policy to compilers over gRPC (inference)",
+        description=(
+            "Serve POLICY as mlbridge's gRPC ModelService (docs/grpc.md): each compiler "
+            "decision (GrpcModelRunner) calls it with the features as numpy arrays. Prints "
+            "`mlbridge: serving on HOST:PORT` to stdout once listening; stops cleanly on "
+            "SIGINT or SIGTERM."
+        ),
+        add_arguments=_add_serve_arguments,
+        run=_run_serve,
     ),
 ]
 

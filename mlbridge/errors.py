@@ -8,6 +8,8 @@ the expected and the actual value.
 from __future__ import annotations
 
 __all__ = [
+    "GrpcError",
+    "GrpcTimeoutError",
     "HeaderMismatchError",
     "InvalidTensorError",
     "LimitExceededError",
@@ -69,3 +71,20 @@ class PipeTimeoutError(PipeError, TimeoutError):
 
 class PipeClosedError(PipeError, ConnectionError):
     """The peer closed its end of a named pipe where more was expected."""
+
+
+class GrpcError(MLBridgeError):
+    """A gRPC channel to a compiler or from it failed (see :mod:`mlbridge.compiler.grpc`).
+
+    Attributes:
+        code: The gRPC status code's name (``"UNAVAILABLE"``, ...), or ``None`` when the
+            error is not a gRPC status.
+    """
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class GrpcTimeoutError(GrpcError, TimeoutError):
+    """A bounded wait on a gRPC channel ran out: the message names the address and the bound."""

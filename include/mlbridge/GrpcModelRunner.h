@@ -100,7 +100,8 @@ struct GrpcCompilerServerOptions {
   /// including the first, which waits for the trainer to connect.
   std::chrono::milliseconds Timeout{60000};
   /// Bound of the wait, in finish(), for the trainer to see the end of the
-  /// episode (an Observe that returns done).
+  /// episode (an Observe that returns done); no wait if no trainer ever
+  /// called Observe.
   std::chrono::milliseconds EndTimeout{5000};
   /// Largest message sent or received, in bytes.
   uint64_t MaxMessageBytes = DefaultGrpcMaxMessageBytes;

@@ -122,6 +122,12 @@ public:
       return populateFeatures(Rest...);
   }
 
+  /// Tells the model what the following evaluations are about (LLVM's
+  /// runners send the function or module name). Runners that have no use for
+  /// it ignore it, which is the default; the pipe runner sends a context
+  /// record. Passes may call it for every runner.
+  virtual llvm::Error switchContext(llvm::StringRef Name);
+
   /// Runs the model and returns its advice, checked against the advice spec
   /// (type and shape).
   llvm::Expected<TensorValue> evaluateChecked();
@@ -161,6 +167,11 @@ protected:
   static llvm::Error checkSpecs(llvm::ArrayRef<TensorSpec> FeatureSpecs,
                                 const TensorSpec &AdviceSpec);
 
+  /// Replaces the specs (per-request specs) after checking them, and makes
+  /// new zero-filled buffers: pointers from getTensor() become invalid.
+  llvm::Error replaceSpecs(std::vector<TensorSpec> FeatureSpecs,
+                           TensorSpec AdviceSpec);
+
   /// Runs the model on \p Features (views of the buffers, in spec order).
   virtual llvm::Expected<TensorValue>
   evaluateUntyped(llvm::ArrayRef<TensorRef> Features) = 0;
@@ -170,6 +181,7 @@ private:
   template <typename T, typename A>
   struct IsVector<std::vector<T, A>> : std::true_type {};
 
+  void makeBuffers();
   llvm::Expected<size_t> lookup(llvm::StringRef Name) const;
   llvm::Expected<TensorValue> evaluateTyped(ElementType Want);
   llvm::Error scalarCountError(size_t Count) const;

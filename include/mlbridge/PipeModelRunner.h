@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace mlbridge {
@@ -44,6 +45,14 @@ struct PipeModelRunnerOptions {
   bool CreateFifos = false;
   /// Limits of the reply decoder.
   DecoderLimits Limits;
+  /// The spec of the score a training session reports per observation with
+  /// sendOutcome(); it is sent in the header (LLVM's training-log layout).
+  std::optional<TensorSpec> Score;
+  /// Send an end record (`{"end":true}`) when the session is finished
+  /// (finish() or destruction), so that the model can tell a finished
+  /// session from a crashed compiler. Turn it off for a model host that only
+  /// knows LLVM's protocol, which has no end record.
+  bool SendEnd = true;
 };
 
 /// Reads a FIFO (or any file descriptor that supports poll) through the
@@ -107,7 +116,25 @@ public:
 
   /// Sends a context record (LLVM sends the function or module name); the
   /// following observations are numbered from 0.
-  llvm::Error switchContext(llvm::StringRef Name);
+  llvm::Error switchContext(llvm::StringRef Name) override;
+
+  /// Reports the outcome (reward) of observation \p ObservationId of the
+  /// current context as an outcome message holding \p Score, which must match
+  /// the options' score spec. The model does not reply. For training: send
+  /// it once the consequence of the decision is known.
+  llvm::Error sendOutcome(int64_t ObservationId, const TensorValue &Score);
+
+  /// Changes the feature and advice specs (per-request specs): the next
+  /// message is preceded by a new header, which replaces the first one on
+  /// the model side. The feature buffers are made anew (zero-filled). Not
+  /// for a host that only knows LLVM's protocol.
+  llvm::Error changeSpecs(std::vector<TensorSpec> FeatureSpecs,
+                          TensorSpec AdviceSpec);
+
+  /// Ends the session: sends the end record (unless disabled) and closes both
+  /// FIFOs, so the model sees the end. Idempotent; later evaluations fail.
+  /// The destructor calls it and drops its error.
+  llvm::Error finish();
 
   /// The options.
   const PipeModelRunnerOptions &options() const { return Options; }
@@ -133,6 +160,7 @@ public:
 
 private:
   llvm::Error makeFifos();
+  Header currentHeader() const;
   llvm::Error writeAll(llvm::StringRef Data, const llvm::Twine &What);
   llvm::Expected<TensorValue> readReply(int64_t Id);
   /// Marks the runner broken: later evaluations fail at once.
@@ -145,6 +173,8 @@ private:
   int InFD = -1, OutFD = -1;
   bool CreatedIn = false, CreatedOut = false;
   int64_t NextId = 0;
+  bool HeaderPending = false;
+  bool Finished = false;
   std::string Broken;
 };
 

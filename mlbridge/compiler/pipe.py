@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -289,8 +289,11 @@ class _FifoReader:
     is the writer closing its end (``read`` returns no bytes after ``poll`` reports it).
     """
 
-    def __init__(self, fd: int, path: Path, timeout: float) -> None:
+    def __init__(
+        self, fd: int, path: Path, timeout: float, sink: Callable[[bytes], Any] | None = None
+    ) -> None:
         self._fd = fd
+        self._sink = sink  # gets every consumed byte, in order (capture)
         self._path = path
         self._timeout = timeout
         self._buf = bytearray()
@@ -339,6 +342,8 @@ class _FifoReader:
         data = bytes(self._buf[self._start : self._start + n])
         self._start += n
         self._offset += n
+        if self._sink is not None:
+            self._sink(data)
         return data
 
     def at_end(self) -> bool:
@@ -438,6 +443,13 @@ class PipeCompilerInterface:
         timeout: Seconds each read or write may wait.
         connect_timeout: Seconds to wait for the compiler to open the FIFOs (and for
             them to exist).
+        capture: A file (path, or a binary file object that stays the caller's) to tee the
+            traffic into: every record the compiler sends, byte for byte, and (with
+            ``capture_advice``) each reply as an advice record of the same SerDes (for
+            ``bitstream``: ``{"advice":<id>}`` + the raw advice bytes + newline). The
+            result is a stream :func:`mlbridge.logs.read_log` reads.
+        capture_advice: Whether to capture the replies too; without them a ``bitstream``
+            capture is byte-identical to what the compiler wrote.
 
     The FIFOs are opened on the first :meth:`evaluate` (or :meth:`connect`); :meth:`close`
     closes them (the owner of the files, e.g. :class:`FifoChannel`, removes them).
@@ -450,10 +462,14 @@ class PipeCompilerInterface:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        capture: str | os.PathLike[str] | BinaryIO | None = None,
+        capture_advice: bool = True,
     ) -> None:
         self._in_fd = -1
         self._out_fd = -1
         self._reader: _FifoReader | None = None
+        self._capture: BinaryIO | None = None
+        self._own_capture = False
         self.base = Path(base)
         self.in_path = Path(f"{self.base}.in")
         self.out_path = Path(f"{self.base}.out")
@@ -467,6 +483,12 @@ class PipeCompilerInterface:
         self._finished = False
         #: Number of observations answered so far.
         self.answered = 0
+        self._capture_advice = capture_advice
+        if isinstance(capture, (str, os.PathLike)):
+            self._capture = open(capture, "wb")  # closed by close()
+            self._own_capture = True
+        else:
+            self._capture = capture
 
     @property
     def serdes(self) -> str:
@@ -505,7 +527,8 @@ class PipeCompilerInterface:
         except BaseException:
             self.close()
             raise
-        self._reader = _FifoReader(self._out_fd, self.out_path, self.timeout)
+        sink = self._capture.write if self._capture is not None else None
+        self._reader = _FifoReader(self._out_fd, self.out_path, self.timeout, sink)
 
     def evaluate(self) -> Observation | None:
         """Wait for the next observation; ``None`` when the compiler ends the session.
@@ -614,6 +637,10 @@ class PipeCompilerInterface:
         )
         self._pending = None
         self.answered += 1
+        if self._capture is not None and self._capture_advice:
+            if self._raw_replies:
+                data = b'{"advice":%d}\n%s\n' % (obs.id, data)
+            self._capture.write(data)
 
     def run(self, policy: Policy) -> int:
         """Answer every observation with ``policy(observation)`` until the session ends.
@@ -635,6 +662,13 @@ class PipeCompilerInterface:
                 setattr(self, attr, -1)
                 os.close(fd)
         self._reader = None
+        capture = getattr(self, "_capture", None)
+        if capture is not None:
+            self._capture = None
+            if self._own_capture:
+                capture.close()
+            else:
+                capture.flush()
 
     def __enter__(self) -> PipeCompilerInterface:
         return self
@@ -690,6 +724,8 @@ def drive_compiler(
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     exit_timeout: float = DEFAULT_TIMEOUT,
     parent: str | os.PathLike[str] | None = None,
+    capture: str | os.PathLike[str] | BinaryIO | None = None,
+    capture_advice: bool = True,
 ) -> DriveResult:
     """Run a compiler on a fresh private channel and answer it with ``policy``.
 
@@ -706,6 +742,8 @@ def drive_compiler(
         connect_timeout: Bound of the wait for the compiler to open the FIFOs.
         exit_timeout: Bound of the wait for the compiler to exit after the session.
         parent: Where to make the private channel folder.
+        capture: Tee the traffic into this file (see :class:`PipeCompilerInterface`).
+        capture_advice: Whether the capture includes the replies.
 
     Raises:
         PipeClosedError: If the compiler exits before opening the FIFOs.
@@ -733,7 +771,12 @@ def drive_compiler(
                 return policy(obs)
 
             with PipeCompilerInterface(
-                channel.base, serdes, timeout=timeout, connect_timeout=connect_timeout
+                channel.base,
+                serdes,
+                timeout=timeout,
+                connect_timeout=connect_timeout,
+                capture=capture,
+                capture_advice=capture_advice,
             ) as ci:
                 ci.connect(abort)
                 answered = ci.run(traced)

@@ -36,6 +36,7 @@ Error annotateModuleForCodeGen(Module &M, StringRef CommentString,
     LoopInfo LI(DT);
     FunctionFeatures Feats = computeFunctionFeatures(F, LI);
     Expected<FunctionAdvice> Advice = Advisor.advise(F.getName(), Feats);
+    reportAdvisorWarning(Advisor, M.getContext());
     if (!Advice)
       return createStringError(
           inconvertibleErrorCode(), "no advice for function '%s': %s",

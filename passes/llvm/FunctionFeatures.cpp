@@ -6,6 +6,7 @@
 #include "passes/llvm/FunctionFeatures.h"
 
 #include "llvm/Analysis/LoopInfo.h"
+#include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/Function.h"
 #include "llvm/IR/Instructions.h"
 #include "llvm/IR/IntrinsicInst.h"
@@ -89,6 +90,11 @@ FunctionAdvice builtinFunctionPolicy(const FunctionFeatures &Features,
 
 FunctionAdvisor::~FunctionAdvisor() = default;
 
+void reportAdvisorWarning(FunctionAdvisor &Advisor, LLVMContext &Ctx) {
+  if (std::optional<std::string> W = Advisor.takeWarning())
+    Ctx.diagnose(DiagnosticInfoGeneric(*W, DS_Warning));
+}
+
 Expected<FunctionAdvice>
 BuiltinFunctionAdvisor::advise(StringRef, const FunctionFeatures &Features) {
   return builtinFunctionPolicy(Features, Params);
@@ -117,6 +123,7 @@ PreservedAnalyses FunctionFeaturesPass::run(Function &F,
   FunctionFeatures Features = computeFunctionFeatures(F, LI);
 
   Expected<FunctionAdvice> Advice = Advisor->advise(F.getName(), Features);
+  reportAdvisorWarning(*Advisor, F.getContext());
   if (!Advice) {
     F.getContext().emitError("mlbridge-function-features: no advice for '" +
                              F.getName() +

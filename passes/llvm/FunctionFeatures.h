@@ -19,9 +19,12 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 
 namespace llvm {
 class Function;
+class LLVMContext;
 class LoopInfo;
 class raw_ostream;
 } // namespace llvm
@@ -81,7 +84,14 @@ public:
   virtual ~FunctionAdvisor();
   virtual llvm::Expected<FunctionAdvice>
   advise(llvm::StringRef FunctionName, const FunctionFeatures &Features) = 0;
+  /// A warning for the user that the last advise() call produced (e.g. the
+  /// model failed and the advisor now uses the built-in policy), returned
+  /// once; the caller reports it as a compiler warning. None by default.
+  virtual std::optional<std::string> takeWarning() { return std::nullopt; }
 };
+
+/// Reports \p Advisor's pending warning, if any, as a warning diagnostic.
+void reportAdvisorWarning(FunctionAdvisor &Advisor, llvm::LLVMContext &Ctx);
 
 /// An advisor that calls `builtinFunctionPolicy` directly.
 class BuiltinFunctionAdvisor final : public FunctionAdvisor {

@@ -57,6 +57,9 @@ functionFeaturesFromTensors(ArrayRef<TensorRef> Tensors) {
 Expected<FunctionAdvice>
 ModelRunnerAdvisor::advise(StringRef FunctionName,
                            const FunctionFeatures &Features) {
+  // The pipe runner sends it as a context record; others ignore it.
+  if (Error E = Runner->switchContext(FunctionName))
+    return E;
   auto Values = Features.asArray();
   ArrayRef<StringRef> Names = FunctionFeatures::featureNames();
   for (size_t I = 0; I < Names.size(); ++I)

@@ -1,13 +1,16 @@
-//===- Advisors.cpp - Advisor choice shared by the LLVM plugins -----------===//
+//===- Advisors.cpp - Advisor and runner choice of the LLVM plugins -------===//
 //
 // Part of mlbridge. See Advisors.h.
 //
 //===----------------------------------------------------------------------===//
 #include "plugins/common/Advisors.h"
 
-#include "mlbridge/MLModelRunner.h"
+#include "mlbridge/PipeModelRunner.h"
 #include "passes/llvm/ModelRunnerAdvisor.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
+#include <optional>
 #include <string>
 
 using namespace llvm;
@@ -15,53 +18,188 @@ using namespace llvm;
 namespace mlbridge::plugins {
 namespace {
 
-class FailingAdvisor final : public passes::FunctionAdvisor {
-public:
-  explicit FailingAdvisor(std::string Why) : Why(std::move(Why)) {}
-  Expected<passes::FunctionAdvice>
-  advise(StringRef, const passes::FunctionFeatures &) override {
-    return createStringError(inconvertibleErrorCode(), Why);
-  }
-
-private:
-  std::string Why;
-};
-
-/// The built-in policy behind the runtime's CallbackModelRunner: the pass
-/// talks to it exactly as to any other runner.
-std::shared_ptr<passes::FunctionAdvisor>
-makeCallbackRunnerAdvisor(passes::BuiltinPolicyParams Params) {
-  auto Policy =
-      [Params](ArrayRef<TensorRef> Features) -> Expected<TensorValue> {
+/// The built-in policy as a CallbackModelRunner policy.
+CallbackModelRunner::Callback builtinCallback(passes::BuiltinPolicyParams P) {
+  return [P](ArrayRef<TensorRef> Features) -> Expected<TensorValue> {
     Expected<passes::FunctionFeatures> F =
         passes::functionFeaturesFromTensors(Features);
     if (!F)
       return F.takeError();
-    passes::FunctionAdvice A = passes::builtinFunctionPolicy(*F, Params);
+    passes::FunctionAdvice A = passes::builtinFunctionPolicy(*F, P);
     return TensorValue::scalar<int64_t>("advice", static_cast<int64_t>(A));
   };
-  auto Runner = CallbackModelRunner::create(passes::functionFeatureSpecs(),
-                                            passes::functionAdviceSpec(),
-                                            std::move(Policy));
-  if (!Runner)
-    return std::make_shared<FailingAdvisor>(
-        "cannot create the callback runner: " + toString(Runner.takeError()));
-  return std::make_shared<passes::ModelRunnerAdvisor>(std::move(*Runner));
 }
+
+/// Asks a model runner; on failure either fails (with the cause) or warns
+/// once and uses the built-in policy for the rest of the compilation.
+class RunnerFunctionAdvisor final : public passes::FunctionAdvisor {
+public:
+  RunnerFunctionAdvisor(Expected<std::unique_ptr<MLModelRunner>> Runner,
+                        std::string Description, ModelFailurePolicy OnFailure,
+                        passes::BuiltinPolicyParams Params)
+      : Description(std::move(Description)), OnFailure(OnFailure),
+        Builtin(Params) {
+    if (Runner)
+      Model.emplace(std::move(*Runner));
+    else
+      CreateError = "cannot create the " + this->Description + ": " +
+                    toString(Runner.takeError());
+  }
+
+  Expected<passes::FunctionAdvice>
+  advise(StringRef FunctionName,
+         const passes::FunctionFeatures &Features) override {
+    if (FellBack)
+      return Builtin.advise(FunctionName, Features);
+    std::string Cause;
+    if (Model) {
+      Expected<passes::FunctionAdvice> A =
+          Model->advise(FunctionName, Features);
+      if (A)
+        return A;
+      Cause = toString(A.takeError());
+    } else {
+      Cause = CreateError;
+    }
+    if (OnFailure == ModelFailurePolicy::Fail)
+      return createStringError(inconvertibleErrorCode(), Cause);
+    // Ends the session (the model may be gone already) and the waits.
+    Model.reset();
+    FellBack = true;
+    Warning = formatv("mlbridge: the model failed for '{0}', using the "
+                      "built-in policy for the rest of the compilation: {1}",
+                      FunctionName, Cause)
+                  .str();
+    return Builtin.advise(FunctionName, Features);
+  }
+
+  std::optional<std::string> takeWarning() override {
+    std::optional<std::string> W = std::move(Warning);
+    Warning.reset();
+    return W;
+  }
+
+private:
+  std::string Description;
+  ModelFailurePolicy OnFailure;
+  passes::BuiltinFunctionAdvisor Builtin;
+  std::optional<passes::ModelRunnerAdvisor> Model;
+  std::string CreateError;
+  bool FellBack = false;
+  std::optional<std::string> Warning;
+};
 
 } // namespace
 
-AdvisorKind defaultAdvisorKind() { return AdvisorKind::CallbackRunner; }
+AdvisorKind defaultAdvisorKind() { return AdvisorKind::Runner; }
+
+std::string describeRunner(const RunnerConfig &Config) {
+  switch (Config.Kind) {
+  case RunnerKind::Callback:
+    return "callback runner";
+  case RunnerKind::Pipe:
+    return "pipe runner on '" + Config.Channel + "'";
+  }
+  return "unknown runner";
+}
+
+Expected<std::unique_ptr<MLModelRunner>>
+createModelRunner(const RunnerConfig &Config, std::vector<TensorSpec> Features,
+                  TensorSpec Advice, CallbackModelRunner::Callback Builtin) {
+  switch (Config.Kind) {
+  case RunnerKind::Callback: {
+    auto R = CallbackModelRunner::create(std::move(Features), std::move(Advice),
+                                         std::move(Builtin));
+    if (!R)
+      return R.takeError();
+    return std::unique_ptr<MLModelRunner>(std::move(*R));
+  }
+  case RunnerKind::Pipe: {
+    if (Config.Channel.empty())
+      return createStringError(
+          std::errc::invalid_argument,
+          "the pipe runner needs a channel base (-mlbridge-channel=<base>, "
+          "-mlbridge-llc-channel=<base> in llc)");
+    PipeModelRunnerOptions O;
+    O.ChannelBase = Config.Channel;
+    O.Kind = Config.SerDes;
+    O.ConnectTimeout = Config.Timeout;
+    O.Timeout = Config.Timeout;
+    auto R = PipeModelRunner::create(std::move(Features), std::move(Advice),
+                                     std::move(O));
+    if (!R)
+      return R.takeError();
+    return std::unique_ptr<MLModelRunner>(std::move(*R));
+  }
+    // case RunnerKind::Grpc: the gRPC runner goes here.
+  }
+  return createStringError(inconvertibleErrorCode(), "unknown runner kind");
+}
+
+RunnerCommandLine::RunnerCommandLine(StringRef Prefix, cl::OptionCategory &Cat)
+    : RunnerName((Prefix + "runner").str()),
+      ChannelName((Prefix + "channel").str()),
+      SerDesName((Prefix + "serdes").str()),
+      TimeoutName((Prefix + "timeout-ms").str()),
+      FailureName((Prefix + "on-model-failure").str()),
+      Runner(StringRef(RunnerName),
+             cl::desc("The model runner the advisor asks (with the "
+                      "'runner' advisor)"),
+             cl::values(clEnumValN(RunnerKind::Callback, "callback",
+                                   "the built-in policy in-process "
+                                   "(CallbackModelRunner, default)"),
+                        clEnumValN(RunnerKind::Pipe, "pipe",
+                                   "a model in another process over named "
+                                   "pipes (PipeModelRunner)")),
+             // grpc: clEnumValN(RunnerKind::Grpc, "grpc", ...) goes here.
+             cl::init(RunnerKind::Callback), cl::cat(Cat)),
+      Channel(StringRef(ChannelName),
+              cl::desc("Pipe runner: the channel base; the model writes "
+                       "<base>.in and reads <base>.out (FIFOs it creates)"),
+              cl::value_desc("base"), cl::cat(Cat)),
+      SerDes(StringRef(SerDesName),
+             cl::desc("Pipe runner: the serialization format"),
+             cl::values(clEnumValN(SerDesKind::Bitstream, "bitstream",
+                                   "LLVM's protocol: raw replies (default)"),
+                        clEnumValN(SerDesKind::JSON, "json",
+                                   "JSON Lines records both ways"),
+                        clEnumValN(SerDesKind::Protobuf, "protobuf",
+                                   "protobuf records both ways")),
+             cl::init(SerDesKind::Bitstream), cl::cat(Cat)),
+      TimeoutMs(StringRef(TimeoutName),
+                cl::desc("Bound in milliseconds of every wait for the model: "
+                         "connecting, each reply, each write (default 60000)"),
+                cl::value_desc("N"), cl::init(60000), cl::cat(Cat)),
+      OnFailure(StringRef(FailureName),
+                cl::desc("What to do when the model is gone or fails"),
+                cl::values(clEnumValN(ModelFailurePolicy::Fail, "fail",
+                                      "a compiler error naming the cause "
+                                      "(default)"),
+                           clEnumValN(ModelFailurePolicy::Fallback, "fallback",
+                                      "one warning naming the cause, then "
+                                      "the built-in policy for the rest of "
+                                      "the compilation")),
+                cl::init(ModelFailurePolicy::Fail), cl::cat(Cat)) {}
+
+RunnerConfig RunnerCommandLine::config() const {
+  RunnerConfig C;
+  C.Kind = Runner;
+  C.Channel = Channel;
+  C.SerDes = SerDes;
+  C.Timeout = std::chrono::milliseconds(TimeoutMs);
+  C.OnFailure = OnFailure;
+  return C;
+}
 
 std::shared_ptr<passes::FunctionAdvisor>
-makeFunctionAdvisor(AdvisorKind Kind, passes::BuiltinPolicyParams Params) {
-  switch (Kind) {
-  case AdvisorKind::Builtin:
+makeFunctionAdvisor(AdvisorKind Kind, const RunnerConfig &Config,
+                    passes::BuiltinPolicyParams Params) {
+  if (Kind == AdvisorKind::Builtin)
     return std::make_shared<passes::BuiltinFunctionAdvisor>(Params);
-  case AdvisorKind::CallbackRunner:
-    return makeCallbackRunnerAdvisor(Params);
-  }
-  return std::make_shared<FailingAdvisor>("unknown advisor kind");
+  return std::make_shared<RunnerFunctionAdvisor>(
+      createModelRunner(Config, passes::functionFeatureSpecs(),
+                        passes::functionAdviceSpec(), builtinCallback(Params)),
+      describeRunner(Config), Config.OnFailure, Params);
 }
 
 } // namespace mlbridge::plugins

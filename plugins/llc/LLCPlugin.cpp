@@ -49,11 +49,19 @@ cl::opt<AdvisorKind> AdvisorOpt(
     cl::desc("Where the per-function advice in the notes comes from"),
     cl::values(clEnumValN(AdvisorKind::Builtin, "builtin",
                           "the built-in policy, called directly"),
-               clEnumValN(AdvisorKind::CallbackRunner, "callback-runner",
-                          "the built-in policy behind the runtime's "
-                          "CallbackModelRunner (default when available)")),
+               clEnumValN(AdvisorKind::Runner, "runner",
+                          "the model runner -mlbridge-llc-runner names "
+                          "(default)"),
+               clEnumValN(AdvisorKind::Runner, "callback-runner",
+                          "the same as 'runner' (with the default "
+                          "-mlbridge-llc-runner=callback)")),
     cl::init(mlbridge::plugins::defaultAdvisorKind()),
     cl::cat(MLBridgeCategory));
+
+// -mlbridge-llc-runner, -mlbridge-llc-channel, -mlbridge-llc-serdes,
+// -mlbridge-llc-timeout-ms, -mlbridge-llc-on-model-failure.
+mlbridge::plugins::RunnerCommandLine RunnerOpts("mlbridge-llc-",
+                                                MLBridgeCategory);
 
 cl::opt<unsigned> SmallFunctionThreshold(
     "mlbridge-llc-small-function-threshold",
@@ -73,7 +81,8 @@ bool preCodeGen(Module &M, TargetMachine &TM, CodeGenFileType FileType,
   if (Annotate != CodeGenAnnotationLevel::None) {
     mlbridge::passes::BuiltinPolicyParams Params;
     Params.SmallFunctionThreshold = SmallFunctionThreshold;
-    auto Advisor = mlbridge::plugins::makeFunctionAdvisor(AdvisorOpt, Params);
+    auto Advisor = mlbridge::plugins::makeFunctionAdvisor(
+        AdvisorOpt, RunnerOpts.config(), Params);
     StringRef Comment = "#";
     if (const MCAsmInfo *MAI = TM.getMCAsmInfo())
       Comment = MAI->getCommentString();

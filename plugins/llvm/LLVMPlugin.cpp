@@ -32,11 +32,18 @@ cl::opt<AdvisorKind> AdvisorOpt(
              "decisions from"),
     cl::values(clEnumValN(AdvisorKind::Builtin, "builtin",
                           "the built-in policy, called directly"),
-               clEnumValN(AdvisorKind::CallbackRunner, "callback-runner",
-                          "the built-in policy behind the runtime's "
-                          "CallbackModelRunner (default when available)")),
+               clEnumValN(AdvisorKind::Runner, "runner",
+                          "the model runner -mlbridge-runner names "
+                          "(default)"),
+               clEnumValN(AdvisorKind::Runner, "callback-runner",
+                          "the same as 'runner' (with the default "
+                          "-mlbridge-runner=callback)")),
     cl::init(mlbridge::plugins::defaultAdvisorKind()),
     cl::cat(MLBridgeCategory));
+
+// -mlbridge-runner, -mlbridge-channel, -mlbridge-serdes, -mlbridge-timeout-ms,
+// -mlbridge-on-model-failure.
+mlbridge::plugins::RunnerCommandLine RunnerOpts("mlbridge-", MLBridgeCategory);
 
 cl::opt<unsigned> SmallFunctionThreshold(
     "mlbridge-small-function-threshold",
@@ -69,7 +76,9 @@ mlbridge::passes::FunctionFeaturesPass makePass() {
   Options.PrintJSON = PrintFeatures;
   Options.ApplyAdvice = ApplyAdvice;
   return mlbridge::passes::FunctionFeaturesPass(
-      mlbridge::plugins::makeFunctionAdvisor(AdvisorOpt, Params), Options);
+      mlbridge::plugins::makeFunctionAdvisor(AdvisorOpt, RunnerOpts.config(),
+                                             Params),
+      Options);
 }
 
 void registerCallbacks(PassBuilder &PB) {

@@ -22,10 +22,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include <climits>
-#include <unistd.h>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <unistd.h>
 
 using namespace llvm;
 using Clock = std::chrono::steady_clock;
@@ -118,25 +118,26 @@ static Expected<TensorValue> takeAdvice(Message M, int64_t Id,
                              "the reply is a message of kind '%s', not advice",
                              messageKindName(M.Kind).data());
   if (M.Id != Id)
-    return createStringError(inconvertibleErrorCode(),
-                             "the reply has id %lld, the observation %lld",
-                             static_cast<long long>(M.Id),
-                             static_cast<long long>(Id));
+    return createStringError(
+        inconvertibleErrorCode(), "the reply has id %lld, the observation %lld",
+        static_cast<long long>(M.Id), static_cast<long long>(Id));
   if (M.Tensors.size() != 1)
-    return createStringError(inconvertibleErrorCode(),
-                             "the reply has %zu tensors, advice needs exactly 1 "
-                             "('%s')",
-                             M.Tensors.size(), Advice.name().c_str());
+    return createStringError(
+        inconvertibleErrorCode(),
+        "the reply has %zu tensors, advice needs exactly 1 "
+        "('%s')",
+        M.Tensors.size(), Advice.name().c_str());
   TensorValue &T = M.Tensors.front();
   if (T.name() != Advice.name())
     return createStringError(inconvertibleErrorCode(),
                              "the reply's tensor is '%s', the advice is '%s'",
                              T.name().c_str(), Advice.name().c_str());
   if (T.type() != Advice.type())
-    return createStringError(
-        inconvertibleErrorCode(), "advice '%s' is %s in the reply, %s in the spec",
-        Advice.name().c_str(), elementTypeName(T.type()).data(),
-        elementTypeName(Advice.type()).data());
+    return createStringError(inconvertibleErrorCode(),
+                             "advice '%s' is %s in the reply, %s in the spec",
+                             Advice.name().c_str(),
+                             elementTypeName(T.type()).data(),
+                             elementTypeName(Advice.type()).data());
   if (!Advice.matchesConcreteShape(T.shape())) {
     std::string Shape;
     writeShapeJSON(T.shape(), Shape);
@@ -165,7 +166,8 @@ struct GrpcModelRunner::Impl {
         "gRPC ModelService/Evaluate to %s failed: %s: %s (deadline %lld ms, "
         "message limit %llu bytes)",
         Options.Address.c_str(), statusCodeName(S.error_code()).data(),
-        S.error_message().c_str(), static_cast<long long>(Options.Timeout.count()),
+        S.error_message().c_str(),
+        static_cast<long long>(Options.Timeout.count()),
         static_cast<unsigned long long>(Options.MaxMessageBytes));
   }
 };
@@ -186,7 +188,7 @@ Expected<std::unique_ptr<GrpcModelRunner>>
 GrpcModelRunner::create(std::vector<TensorSpec> FeatureSpecs,
                         TensorSpec AdviceSpec, GrpcModelRunnerOptions Options) {
   if (Error E = checkSpecs(FeatureSpecs, AdviceSpec))
-    return std::move(E);
+    return E;
   if (Options.Address.empty())
     return createStringError(inconvertibleErrorCode(),
                              "gRPC runner: no model server address");
@@ -228,9 +230,9 @@ GrpcModelRunner::create(std::vector<TensorSpec> FeatureSpecs,
         O.Address.c_str(), static_cast<long long>(O.ConnectTimeout.count()),
         channelStateName(I->Channel->GetState(false)).data());
   I->Stub = v1::ModelService::NewStub(I->Channel);
-  return std::make_unique<GrpcModelRunner>(
-      PrivateTag(), std::move(FeatureSpecs), std::move(AdviceSpec),
-      std::move(I));
+  return std::make_unique<GrpcModelRunner>(PrivateTag(),
+                                           std::move(FeatureSpecs),
+                                           std::move(AdviceSpec), std::move(I));
 }
 
 Expected<TensorValue>
@@ -239,8 +241,8 @@ GrpcModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
   v1::Observation Request;
   if (Error E =
           makeObservation(I->Context, adviceSpec(), Id, Features, Request))
-    return createStringError(inconvertibleErrorCode(),
-                             "gRPC runner for %s: %s", I->Options.Address.c_str(),
+    return createStringError(inconvertibleErrorCode(), "gRPC runner for %s: %s",
+                             I->Options.Address.c_str(),
                              toString(std::move(E)).c_str());
   grpc::ClientContext Ctx;
   Ctx.set_deadline(std::chrono::system_clock::now() + I->Options.Timeout);
@@ -248,8 +250,8 @@ GrpcModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
   grpc::Status S = I->Stub->Evaluate(&Ctx, Request, &Reply);
   if (!S.ok())
     return I->rpcError(S);
-  Expected<Message> M = messageFromProto(
-      Reply, limitsFor(I->Options.MaxMessageBytes), "reply");
+  Expected<Message> M =
+      messageFromProto(Reply, limitsFor(I->Options.MaxMessageBytes), "reply");
   if (!M)
     return createStringError(
         inconvertibleErrorCode(), "gRPC ModelService/Evaluate to %s: %s",
@@ -284,6 +286,8 @@ struct Episode {
   std::optional<TensorValue> Action;
   /// The episode is over: Observe returns done.
   bool Done = false;
+  /// A trainer has called Observe.
+  bool TrainerSeen = false;
   /// The trainer has seen Done.
   bool DoneSeen = false;
   /// The server is stopping: handlers return at once.
@@ -300,6 +304,7 @@ public:
   grpc::Status Observe(grpc::ServerContext *Ctx, const v1::ObserveRequest *,
                        v1::Observation *Reply) override {
     std::unique_lock<std::mutex> Lock(E.M);
+    E.TrainerSeen = true;
     while (true) {
       if (E.Pending && !E.Action) {
         *Reply = *E.Pending;
@@ -316,9 +321,10 @@ public:
                             "the compiler is shutting down");
       // The client's deadline or disconnection cancels the call.
       if (Ctx->IsCancelled())
-        return grpc::Status(grpc::StatusCode::CANCELLED,
-                            "Observe cancelled while waiting for the compiler's "
-                            "next observation");
+        return grpc::Status(
+            grpc::StatusCode::CANCELLED,
+            "Observe cancelled while waiting for the compiler's "
+            "next observation");
       E.CV.wait_for(Lock, std::chrono::milliseconds(50));
     }
   }
@@ -336,10 +342,10 @@ public:
           E.Done ? "the episode is over: no observation waits for an action"
                  : "no observation waits for an action (call Observe first)");
     if (M->Id != E.PendingId)
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          "the action is for observation " + std::to_string(M->Id) +
-                              ", the pending observation is " +
-                              std::to_string(E.PendingId));
+      return grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          "the action is for observation " + std::to_string(M->Id) +
+              ", the pending observation is " + std::to_string(E.PendingId));
     Expected<TensorValue> T = takeAdvice(std::move(*M), E.PendingId, E.Advice);
     if (!T)
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -408,14 +414,14 @@ GrpcCompilerServer::create(std::vector<TensorSpec> FeatureSpecs,
                            TensorSpec AdviceSpec,
                            GrpcCompilerServerOptions Options) {
   if (Error E = checkSpecs(FeatureSpecs, AdviceSpec))
-    return std::move(E);
+    return E;
   if (Options.Timeout.count() <= 0 || Options.EndTimeout.count() < 0 ||
       Options.MaxMessageBytes == 0)
     return createStringError(inconvertibleErrorCode(),
                              "gRPC compiler server at %s: Timeout and "
                              "MaxMessageBytes must be positive",
                              Options.Address.c_str());
-  StringRef Host = StringRef(Options.Address).rsplit(':').first;
+  std::string Host = StringRef(Options.Address).rsplit(':').first.str();
   if (Host.empty() || !StringRef(Options.Address).contains(':'))
     return createStringError(inconvertibleErrorCode(),
                              "gRPC compiler server: address '%s' is not "
@@ -438,10 +444,11 @@ GrpcCompilerServer::create(std::vector<TensorSpec> FeatureSpecs,
   Builder.RegisterService(I->Service.get());
   I->Server = Builder.BuildAndStart();
   if (!I->Server || Port == 0)
-    return createStringError(inconvertibleErrorCode(),
-                             "gRPC compiler server: cannot listen on %s (address "
-                             "in use or invalid)",
-                             I->Options.Address.c_str());
+    return createStringError(
+        inconvertibleErrorCode(),
+        "gRPC compiler server: cannot listen on %s (address "
+        "in use or invalid)",
+        I->Options.Address.c_str());
   I->BoundAddress = (Host + ":" + Twine(Port)).str();
   if (!I->Options.ReadyFile.empty())
     if (Error E = writeReadyFile(I->Options.ReadyFile, I->BoundAddress)) {
@@ -468,17 +475,15 @@ GrpcCompilerServer::evaluateUntyped(ArrayRef<TensorRef> Features) {
   int64_t Id = I->NextId++;
   v1::Observation Obs;
   if (Error E = makeObservation(I->Context, adviceSpec(), Id, Features, Obs))
-    return createStringError(inconvertibleErrorCode(),
-                             "gRPC compiler server at %s: %s",
-                             I->BoundAddress.c_str(),
-                             toString(std::move(E)).c_str());
+    return createStringError(
+        inconvertibleErrorCode(), "gRPC compiler server at %s: %s",
+        I->BoundAddress.c_str(), toString(std::move(E)).c_str());
   if (Obs.ByteSizeLong() > I->Options.MaxMessageBytes)
     return createStringError(
         inconvertibleErrorCode(),
         "gRPC compiler server at %s: observation %lld needs %zu bytes, above "
         "the limit of %llu bytes (MaxMessageBytes)",
-        I->BoundAddress.c_str(), static_cast<long long>(Id),
-        Obs.ByteSizeLong(),
+        I->BoundAddress.c_str(), static_cast<long long>(Id), Obs.ByteSizeLong(),
         static_cast<unsigned long long>(I->Options.MaxMessageBytes));
   Episode &E = *I->E;
   std::unique_lock<std::mutex> Lock(E.M);
@@ -511,8 +516,10 @@ void GrpcCompilerServer::finish() {
     E.Done = true;
     E.Pending.reset();
     E.CV.notify_all();
-    E.CV.wait_until(Lock, Clock::now() + I->Options.EndTimeout,
-                    [&] { return E.DoneSeen; });
+    // Without a trainer there is nobody to tell.
+    if (E.TrainerSeen)
+      E.CV.wait_until(Lock, Clock::now() + I->Options.EndTimeout,
+                      [&] { return E.DoneSeen; });
     E.Stopping = true;
     E.CV.notify_all();
   }

@@ -18,6 +18,8 @@ static constexpr uint64_t MaxFeatureBytes = uint64_t(1) << 32;
 
 MLModelRunner::~MLModelRunner() = default;
 
+Error MLModelRunner::switchContext(StringRef) { return Error::success(); }
+
 Error MLModelRunner::checkSpecs(ArrayRef<TensorSpec> FeatureSpecs,
                                 const TensorSpec &AdviceSpec) {
   StringSet<> Seen;
@@ -47,6 +49,12 @@ MLModelRunner::MLModelRunner(std::vector<TensorSpec> FeatureSpecs,
                              TensorSpec AdviceSpec)
     : Specs(std::move(FeatureSpecs)), Advice(std::move(AdviceSpec)) {
   assert(!checkSpecs(Specs, Advice) && "invalid runner specs");
+  makeBuffers();
+}
+
+void MLModelRunner::makeBuffers() {
+  Buffers.clear();
+  Refs.clear();
   Buffers.reserve(Specs.size());
   for (const TensorSpec &S : Specs) {
     std::vector<int64_t> Shape(S.shape().begin(), S.shape().end());
@@ -55,6 +63,16 @@ MLModelRunner::MLModelRunner(std::vector<TensorSpec> FeatureSpecs,
         D = 0;
     Buffers.push_back(cantFail(TensorValue::create(S.name(), S.type(), Shape)));
   }
+}
+
+Error MLModelRunner::replaceSpecs(std::vector<TensorSpec> FeatureSpecs,
+                                  TensorSpec AdviceSpec) {
+  if (Error E = checkSpecs(FeatureSpecs, AdviceSpec))
+    return E;
+  Specs = std::move(FeatureSpecs);
+  Advice = std::move(AdviceSpec);
+  makeBuffers();
+  return Error::success();
 }
 
 std::optional<size_t> MLModelRunner::getFeatureIndex(StringRef Name) const {

@@ -252,7 +252,10 @@ PipeModelRunner::create(std::vector<TensorSpec> Features, TensorSpec Advice,
       createSerDes(Options.Kind, Options.Limits);
   if (!In)
     return In.takeError();
-  Header H{Features, Advice, std::nullopt};
+  if (Options.Score && Options.Score->name().empty())
+    return pipeError(std::errc::invalid_argument,
+                     "pipe runner: the score spec has no name");
+  Header H{Features, Advice, Options.Score};
   (*In)->setCurrentHeader(H);
   auto R = std::make_unique<PipeModelRunner>(
       PrivateTag(), std::move(Features), std::move(Advice), std::move(Options),
@@ -264,6 +267,8 @@ PipeModelRunner::create(std::vector<TensorSpec> Features, TensorSpec Advice,
 }
 
 PipeModelRunner::~PipeModelRunner() {
+  // A failure to send the end record only means the model is gone already.
+  consumeError(finish());
   if (OutFD >= 0)
     ::close(OutFD);
   if (InFD >= 0)
@@ -316,8 +321,20 @@ Error PipeModelRunner::connect() {
     return createStringError(inconvertibleErrorCode(),
                              "pipe runner '%s' failed earlier: %s",
                              Options.ChannelBase.c_str(), Broken.c_str());
-  if (Reader)
-    return Error::success();
+  if (Finished)
+    return createStringError(inconvertibleErrorCode(),
+                             "pipe runner '%s': the session was finished",
+                             Options.ChannelBase.c_str());
+  if (Reader) {
+    if (!HeaderPending)
+      return Error::success();
+    // changeSpecs(): the new header goes before the next record.
+    HeaderPending = false;
+    std::string Data;
+    if (Error E = Out->encodeHeader(currentHeader(), Data))
+      return fail(std::move(E));
+    return fail(writeAll(Data, "the new header"));
+  }
   Clock::time_point Deadline = Clock::now() + Options.ConnectTimeout;
   // LLVM's order: <base>.in for reading, then <base>.out for writing. The
   // first never waits with O_NONBLOCK; the second fails with ENXIO until the
@@ -361,11 +378,9 @@ Error PipeModelRunner::connect() {
       return fail(std::move(E));
   }
   Reader = std::make_unique<FdByteReader>(InFD, InPath, Options.Timeout);
+  HeaderPending = false;
   std::string Data;
-  Header H{
-      std::vector<TensorSpec>(featureSpecs().begin(), featureSpecs().end()),
-      adviceSpec(), std::nullopt};
-  if (Error E = Out->encodeHeader(H, Data))
+  if (Error E = Out->encodeHeader(currentHeader(), Data))
     return fail(std::move(E));
   return fail(writeAll(Data, "the header"));
 }
@@ -395,6 +410,87 @@ Error PipeModelRunner::writeAll(StringRef Data, const Twine &What) {
     Data = Data.drop_front(static_cast<size_t>(N));
   }
   return Error::success();
+}
+
+Header PipeModelRunner::currentHeader() const {
+  return Header{
+      std::vector<TensorSpec>(featureSpecs().begin(), featureSpecs().end()),
+      adviceSpec(), Options.Score};
+}
+
+Error PipeModelRunner::sendOutcome(int64_t ObservationId,
+                                   const TensorValue &Score) {
+  if (!Options.Score)
+    return pipeError(std::errc::invalid_argument,
+                     "pipe runner '" + Options.ChannelBase +
+                         "': an outcome needs a score spec in the options");
+  const TensorSpec &Spec = *Options.Score;
+  if (Score.name() != Spec.name() || Score.type() != Spec.type() ||
+      !Spec.matchesConcreteShape(Score.shape()))
+    return pipeError(
+        std::errc::invalid_argument,
+        formatv("pipe runner '{0}': the outcome '{1}' ({2}) does not match "
+                "the score spec '{3}' ({4})",
+                Options.ChannelBase, Score.name(),
+                elementTypeName(Score.type()), Spec.name(),
+                elementTypeName(Spec.type()))
+            .str());
+  if (ObservationId < 0 || ObservationId >= NextId)
+    return pipeError(
+        std::errc::invalid_argument,
+        formatv("pipe runner '{0}': no observation {1} in this context "
+                "(observations 0 to {2} were sent)",
+                Options.ChannelBase, ObservationId, NextId - 1)
+            .str());
+  if (Error E = connect())
+    return E;
+  std::string Data;
+  TensorRef Ref = Score.ref();
+  if (Error E = Out->encodeMessage(MessageKind::Outcome, ObservationId,
+                                   ArrayRef<TensorRef>(Ref), Data))
+    return E; // nothing was sent
+  return fail(
+      writeAll(Data, formatv("the outcome of observation {0}", ObservationId)
+                         .str()));
+}
+
+Error PipeModelRunner::changeSpecs(std::vector<TensorSpec> Features,
+                                   TensorSpec Advice) {
+  if (Options.Kind == SerDesKind::Bitstream && Advice.isDynamic())
+    return pipeError(std::errc::invalid_argument,
+                     "pipe runner: advice '" + Advice.name() +
+                         "' has a dynamic shape, which LLVM's raw reply "
+                         "cannot carry (use the JSON or protobuf SerDes)");
+  if (Finished || !Broken.empty())
+    return connect(); // the error saying why
+  if (Error E = replaceSpecs(std::move(Features), std::move(Advice)))
+    return E;
+  Header H = currentHeader();
+  In->setCurrentHeader(H);
+  Out->setCurrentHeader(H);
+  HeaderPending = Reader != nullptr;
+  return Error::success();
+}
+
+Error PipeModelRunner::finish() {
+  if (Finished)
+    return Error::success();
+  Error Result = Error::success();
+  if (Reader && Broken.empty() && Options.SendEnd) {
+    std::string Data;
+    if (Error E = Out->encodeEnd(Data))
+      Result = std::move(E);
+    else
+      Result = fail(writeAll(Data, "the end record"));
+  }
+  Finished = true;
+  if (OutFD >= 0)
+    ::close(OutFD);
+  if (InFD >= 0)
+    ::close(InFD);
+  OutFD = InFD = -1;
+  Reader.reset();
+  return Result;
 }
 
 Error PipeModelRunner::switchContext(StringRef Name) {

@@ -1,4 +1,5 @@
-//===- ProtoTensors.h - Tensors to and from mlbridge.v1 messages -*- C++ -*-===//
+//===- ProtoTensors.h - Tensors to and from mlbridge.v1 messages -*- C++
+//-*-===//
 //
 // Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
 //

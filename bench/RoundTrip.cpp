@@ -1,0 +1,403 @@
+//===- RoundTrip.cpp - Compiler side of the round-trip benchmark ----------===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The compiler side of bench/roundtrip.py (a measurement, not a test). It
+/// sends float vectors to a model in another process and checks each answer
+/// (one fully-connected layer: dot(x, w[:L]) + bias) against its own
+/// computation. Modes:
+///
+///   bitstream, json  through mlbridge::PipeModelRunner (feature `x`, float
+///                    [-1]; advice `y`, float [1]);
+///   fifo             the floor: the same floats written raw to `<base>.out`
+///                    (a uint32 length, then L floats), 4 raw bytes back on
+///                    `<base>.in`, no SerDes.
+///
+/// The weights are a hash of the index, computed identically by the Python
+/// side. Only the queries are timed (after connecting and a short warm-up).
+/// One JSON object on stdout; errors on stderr and a non-zero exit status.
+///
+//===----------------------------------------------------------------------===//
+
+#include "mlbridge/PipeModelRunner.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstring>
+#include <fcntl.h>
+#include <optional>
+#include <poll.h>
+#include <string>
+#include <sys/resource.h>
+#include <sys/uio.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace llvm;
+using namespace mlbridge;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr float Bias = 0.25f;
+
+/// The weight of element \p I: a hash of the index mapped to [-1, 1), exactly
+/// representable (24-bit numerator). bench/roundtrip.py computes the same.
+float weight(uint32_t I) {
+  uint32_t H = I * 2654435761u + 12345u;
+  return static_cast<float>(H >> 8) / 16777216.0f * 2.0f - 1.0f;
+}
+
+/// Input element \p I of query \p Q, in [-1, 1).
+float input(uint32_t Q, uint32_t I) {
+  uint32_t H = (I + 0x9e3779b9u * (Q + 1)) * 2246822519u + 3266489917u;
+  H ^= H >> 15;
+  return static_cast<float>(H >> 8) / 16777216.0f * 2.0f - 1.0f;
+}
+
+struct Options {
+  std::string Mode;
+  std::string Base;
+  std::vector<uint32_t> Sizes;
+  uint64_t Repeat = 1; // queries per size (the memory run: many small ones)
+  uint64_t Warmup = 3;
+  int TimeoutMs = 120000;
+};
+
+/// Resident set size in KiB (from /proc/self/statm).
+long rssKiB() {
+  FILE *F = std::fopen("/proc/self/statm", "r");
+  if (!F)
+    return -1;
+  long Size = 0, Resident = 0;
+  int N = std::fscanf(F, "%ld %ld", &Size, &Resident);
+  std::fclose(F);
+  if (N != 2)
+    return -1;
+  return Resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+long peakRssKiB() {
+  struct rusage U;
+  getrusage(RUSAGE_SELF, &U);
+  return U.ru_maxrss;
+}
+
+/// Answers a query; errors are fatal for the benchmark.
+class Channel {
+public:
+  virtual ~Channel() = default;
+  virtual Error connect() = 0;
+  virtual Expected<float> query(ArrayRef<float> X) = 0;
+};
+
+class RunnerChannel final : public Channel {
+public:
+  explicit RunnerChannel(std::unique_ptr<PipeModelRunner> R)
+      : R(std::move(R)) {}
+  Error connect() override { return R->switchContext("roundtrip"); }
+  Expected<float> query(ArrayRef<float> X) override {
+    if (Error E = R->setFeature("x", X))
+      return std::move(E);
+    return R->evaluate<float>();
+  }
+
+private:
+  std::unique_ptr<PipeModelRunner> R;
+};
+
+/// The floor: raw bytes on the same FIFO pair, no SerDes.
+class RawFifoChannel final : public Channel {
+public:
+  RawFifoChannel(std::string Base, int TimeoutMs)
+      : InPath(Base + ".in"), OutPath(Base + ".out"), TimeoutMs(TimeoutMs) {}
+  ~RawFifoChannel() override {
+    if (OutFD >= 0)
+      ::close(OutFD);
+    if (InFD >= 0)
+      ::close(InFD);
+  }
+
+  Error connect() override {
+    // LLVM's order: <base>.in for reading, then <base>.out for writing (the
+    // latter fails with ENXIO until the model has opened it).
+    InFD = ::open(InPath.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (InFD < 0)
+      return errorf("cannot open " + InPath);
+    Clock::time_point Deadline =
+        Clock::now() + std::chrono::milliseconds(TimeoutMs);
+    while ((OutFD = ::open(OutPath.c_str(), O_WRONLY | O_NONBLOCK |
+                                                O_CLOEXEC)) < 0) {
+      if (errno != ENXIO || Clock::now() >= Deadline)
+        return errorf("cannot open " + OutPath);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return Error::success();
+  }
+
+  Expected<float> query(ArrayRef<float> X) override {
+    uint32_t N = static_cast<uint32_t>(X.size());
+    struct iovec V[2] = {{&N, sizeof(N)},
+                         {const_cast<float *>(X.data()), X.size() * 4}};
+    size_t Left = V[0].iov_len + V[1].iov_len;
+    struct iovec *Cur = V;
+    int Count = 2;
+    while (Left > 0) {
+      ssize_t W = ::writev(OutFD, Cur, Count);
+      if (W < 0) {
+        if (errno != EAGAIN && errno != EINTR)
+          return errorf("writing " + OutPath);
+        if (Error E = waitFor(OutFD, POLLOUT, OutPath))
+          return std::move(E);
+        continue;
+      }
+      Left -= static_cast<size_t>(W);
+      while (Count > 0 && static_cast<size_t>(W) >= Cur->iov_len) {
+        W -= static_cast<ssize_t>(Cur->iov_len);
+        ++Cur;
+        --Count;
+      }
+      if (Count > 0) {
+        Cur->iov_base = static_cast<char *>(Cur->iov_base) + W;
+        Cur->iov_len -= static_cast<size_t>(W);
+      }
+    }
+    float Y;
+    char *P = reinterpret_cast<char *>(&Y);
+    size_t Got = 0;
+    while (Got < sizeof(Y)) {
+      ssize_t R = ::read(InFD, P + Got, sizeof(Y) - Got);
+      if (R > 0) {
+        Got += static_cast<size_t>(R);
+        continue;
+      }
+      if (R == 0 && Got == 0 && Polled) // ready, but no writer: closed
+        return createStringError(inconvertibleErrorCode(),
+                                 "the model closed " + InPath);
+      if (R < 0 && errno != EAGAIN && errno != EINTR)
+        return errorf("reading " + InPath);
+      if (Error E = waitFor(InFD, POLLIN, InPath))
+        return std::move(E);
+    }
+    Polled = false;
+    return Y;
+  }
+
+private:
+  Error errorf(const std::string &What) {
+    return createStringError(inconvertibleErrorCode(),
+                             What + ": " + std::strerror(errno));
+  }
+  Error waitFor(int FD, short Events, const std::string &Path) {
+    struct pollfd P = {FD, Events, 0};
+    int R;
+    while ((R = ::poll(&P, 1, TimeoutMs)) < 0 && errno == EINTR) {
+    }
+    if (R == 0)
+      return createStringError(inconvertibleErrorCode(),
+                               "timed out waiting on " + Path);
+    if (R < 0)
+      return errorf("poll on " + Path);
+    Polled = true;
+    return Error::success();
+  }
+
+  std::string InPath, OutPath;
+  int TimeoutMs;
+  int InFD = -1, OutFD = -1;
+  bool Polled = false;
+};
+
+Expected<std::unique_ptr<Channel>> makeChannel(const Options &O) {
+  if (O.Mode == "fifo")
+    return std::make_unique<RawFifoChannel>(O.Base, O.TimeoutMs);
+  PipeModelRunnerOptions PO;
+  PO.ChannelBase = O.Base;
+  PO.Timeout = std::chrono::milliseconds(O.TimeoutMs);
+  PO.ConnectTimeout = std::chrono::milliseconds(O.TimeoutMs);
+  if (O.Mode == "bitstream")
+    PO.Kind = SerDesKind::Bitstream;
+  else if (O.Mode == "json")
+    PO.Kind = SerDesKind::JSON;
+  else if (O.Mode == "protobuf")
+    PO.Kind = SerDesKind::Protobuf;
+  else
+    return createStringError(inconvertibleErrorCode(),
+                             "unknown mode '" + O.Mode +
+                                 "' (bitstream, json, protobuf, fifo)");
+  auto R = PipeModelRunner::create({createSpec<float>("x", {DynamicDim})},
+                                   createSpec<float>("y", {1}), PO);
+  if (!R)
+    return R.takeError();
+  return std::make_unique<RunnerChannel>(std::move(*R));
+}
+
+std::optional<Options> parseArgs(int Argc, char **Argv) {
+  Options O;
+  for (int I = 1; I < Argc; ++I) {
+    StringRef A = Argv[I];
+    auto Value = [&](StringRef Flag) -> std::optional<StringRef> {
+      if (!A.consume_front(Flag))
+        return std::nullopt;
+      if (A.consume_front("="))
+        return A;
+      return std::nullopt;
+    };
+    if (auto V = Value("--mode")) {
+      O.Mode = V->str();
+    } else if (auto V = Value("--base")) {
+      O.Base = V->str();
+    } else if (auto V = Value("--sizes")) {
+      SmallVector<StringRef, 128> Parts;
+      V->split(Parts, ',', -1, false);
+      for (StringRef P : Parts) {
+        uint32_t N;
+        if (P.getAsInteger(10, N) || N == 0)
+          return std::nullopt;
+        O.Sizes.push_back(N);
+      }
+    } else if (auto V = Value("--repeat")) {
+      if (V->getAsInteger(10, O.Repeat) || O.Repeat == 0)
+        return std::nullopt;
+    } else if (auto V = Value("--warmup")) {
+      if (V->getAsInteger(10, O.Warmup))
+        return std::nullopt;
+    } else if (auto V = Value("--timeout-ms")) {
+      if (V->getAsInteger(10, O.TimeoutMs) || O.TimeoutMs <= 0)
+        return std::nullopt;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (O.Mode.empty() || O.Base.empty() || O.Sizes.empty())
+    return std::nullopt;
+  return O;
+}
+
+int run(const Options &O) {
+  uint32_t MaxL = 0;
+  for (uint32_t L : O.Sizes)
+    MaxL = std::max(MaxL, L);
+  std::vector<float> W(MaxL);
+  for (uint32_t I = 0; I < MaxL; ++I)
+    W[I] = weight(I);
+  // Every input is made before timing starts.
+  std::vector<std::vector<float>> Inputs;
+  Inputs.reserve(O.Sizes.size());
+  for (size_t Q = 0; Q < O.Sizes.size(); ++Q) {
+    std::vector<float> X(O.Sizes[Q]);
+    for (uint32_t I = 0; I < O.Sizes[Q]; ++I)
+      X[I] = input(static_cast<uint32_t>(Q), I);
+    Inputs.push_back(std::move(X));
+  }
+
+  Expected<std::unique_ptr<Channel>> C = makeChannel(O);
+  if (!C) {
+    errs() << "roundtrip: " << toString(C.takeError()) << "\n";
+    return 2;
+  }
+  if (Error E = (*C)->connect()) {
+    errs() << "roundtrip: " << toString(std::move(E)) << "\n";
+    return 2;
+  }
+
+  uint64_t Checked = 0, Mismatches = 0;
+  std::string FirstMismatch;
+  auto Check = [&](ArrayRef<float> X, float Y) {
+    double Exact = Bias, Magnitude = 0;
+    for (size_t I = 0; I < X.size(); ++I) {
+      double P = static_cast<double>(X[I]) * static_cast<double>(W[I]);
+      Exact += P;
+      Magnitude += std::fabs(P);
+    }
+    // The model sums in float32 in its own order: allow its rounding (far
+    // below a missing bias or a wrong element).
+    double Tolerance = 1e-5 * Magnitude + 1e-4;
+    ++Checked;
+    if (!(std::fabs(static_cast<double>(Y) - Exact) <= Tolerance)) {
+      if (Mismatches++ == 0)
+        FirstMismatch = ("L=" + Twine(X.size()) + ": model said " +
+                         Twine(static_cast<double>(Y)) + ", expected " +
+                         Twine(Exact))
+                            .str();
+    }
+  };
+  auto Query = [&](ArrayRef<float> X) -> bool {
+    Expected<float> Y = (*C)->query(X);
+    if (!Y) {
+      errs() << "roundtrip: query of " << X.size()
+             << " floats failed: " << toString(Y.takeError()) << "\n";
+      return false;
+    }
+    Check(X, *Y);
+    return true;
+  };
+
+  for (uint64_t I = 0; I < O.Warmup; ++I)
+    if (!Query(Inputs[I % Inputs.size()]))
+      return 1;
+  long RssAfterWarmup = rssKiB();
+
+  std::vector<double> PerSize(O.Sizes.size(), 0.0);
+  Clock::duration Total{0};
+  for (size_t Q = 0; Q < Inputs.size(); ++Q) {
+    for (uint64_t R = 0; R < O.Repeat; ++R) {
+      Clock::time_point T0 = Clock::now();
+      Expected<float> Y = (*C)->query(Inputs[Q]);
+      Clock::duration D = Clock::now() - T0;
+      if (!Y) {
+        errs() << "roundtrip: query of " << Inputs[Q].size()
+               << " floats failed: " << toString(Y.takeError()) << "\n";
+        return 1;
+      }
+      Total += D;
+      PerSize[Q] += std::chrono::duration<double>(D).count();
+      Check(Inputs[Q], *Y);
+    }
+  }
+  long RssEnd = rssKiB();
+
+  std::string Out;
+  raw_string_ostream OS(Out);
+  OS << "{\"mode\":\"" << O.Mode << "\",\"queries\":" << Checked - O.Warmup
+     << ",\"checked\":" << Checked << ",\"mismatches\":" << Mismatches
+     << ",\"first_mismatch\":\"" << FirstMismatch << "\""
+     << ",\"total_seconds\":"
+     << formatv("{0:e9}", std::chrono::duration<double>(Total).count())
+     << ",\"rss_kib_after_warmup\":" << RssAfterWarmup
+     << ",\"rss_kib_end\":" << RssEnd << ",\"peak_rss_kib\":" << peakRssKiB()
+     << ",\"per_size_seconds\":[";
+  for (size_t I = 0; I < PerSize.size(); ++I)
+    OS << (I ? "," : "") << formatv("{0:e6}", PerSize[I]);
+  OS << "]}\n";
+  outs() << OS.str();
+  outs().flush();
+  return Mismatches == 0 ? 0 : 1;
+}
+
+} // namespace
+
+int main(int Argc, char **Argv) {
+  std::optional<Options> O = parseArgs(Argc, Argv);
+  if (!O) {
+    errs() << "usage: " << Argv[0]
+           << " --mode=bitstream|json|protobuf|fifo --base=PATH "
+              "--sizes=L1,L2,... [--repeat=N] [--warmup=N] "
+              "[--timeout-ms=MS]\n";
+    return 2;
+  }
+  return run(*O);
+}

@@ -1,0 +1,542 @@
+"""The model side of mlbridge's gRPC services (``docs/grpc.md``).
+
+Two roles, over the generic services of ``proto/mlbridge/v1/model_service.proto``:
+
+- **Inference**: the model is the server. :func:`serve` answers the compiler's
+  ``ModelService.Evaluate`` calls (from the C++ ``GrpcModelRunner``) with a policy::
+
+      def policy(obs: Observation) -> int:
+          return int(obs["callee_users"][0] < 3)
+
+      with serve(policy, "127.0.0.1:0") as server:
+          ...  # start the compiler with server.address
+  ``mlbridge serve module:policy`` does the same from the command line.
+
+- **Training**: the compiler is the server (``GrpcCompilerServer``, one compile is one
+  episode) and the trainer drives it with :class:`GrpcCompilerInterface`, the same loop
+  as the pipe interface::
+
+      with GrpcCompilerInterface(address) as ci:
+          while (obs := ci.evaluate()) is not None:
+              ci.respond(agent(obs))
+
+Observations arrive as numpy arrays (views of the received bytes, no per-element
+loops). Every call has a deadline; messages are bounded in size both ways.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent import futures
+from pathlib import Path
+from types import TracebackType
+from typing import Any, NoReturn
+
+import grpc
+import numpy as np
+
+from mlbridge.errors import GrpcError, GrpcTimeoutError, MLBridgeError
+from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2 as pb
+from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2_grpc as pb_grpc
+from mlbridge.serdes._proto.mlbridge.v1 import tensor_pb2
+from mlbridge.serdes.base import DecodeLimits
+from mlbridge.serdes.protobuf import tensor_from_proto, tensor_to_proto
+from mlbridge.tensor import Tensor
+from mlbridge.tensor_spec import ElementType, TensorSpec
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_TIMEOUT",
+    "GrpcCompilerInterface",
+    "ModelServer",
+    "Observation",
+    "Policy",
+    "load_policy",
+    "serve",
+    "wait_for_ready_file",
+    "write_ready_file",
+]
+
+#: Largest gRPC message, both ways (the C++ runners' default too).
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+#: Seconds to wait for the compiler's server to accept a connection.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+#: Seconds each trainer call may take (Observe waits for the compiler's next decision).
+DEFAULT_TIMEOUT = 300.0
+
+# Reconnection back-off of the trainer's channel, in milliseconds.
+_INITIAL_BACKOFF_MS = 50
+_MAX_BACKOFF_MS = 1000
+
+Policy = Callable[["Observation"], Any]
+
+
+def _check_seconds(value: float, what: str) -> float:
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{what} must be a positive number of seconds, got {value!r}")
+    return value
+
+
+def _check_bytes(value: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= 2**31 - 1:
+        raise ValueError(f"max_message_bytes must be in [1, 2**31 - 1], got {value!r}")
+    return value
+
+
+def _limits(max_message_bytes: int) -> DecodeLimits:
+    return DecodeLimits(max_message_bytes=max_message_bytes)
+
+
+def _message_options(max_message_bytes: int) -> list[tuple[str, Any]]:
+    return [
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+    ]
+
+
+class Observation(dict[str, np.ndarray[Any, np.dtype[Any]]]):
+    """One decision's features: feature name to numpy array, in the compiler's order.
+
+    Numeric arrays are read-only views of the received bytes.
+
+    Attributes:
+        id: The decision's index within the session (0, 1, ...).
+        context: What the decision is about (a function or module name); may be empty.
+        advice: The spec of the advice the compiler expects back.
+        tensors: The features as :class:`~mlbridge.Tensor` objects.
+    """
+
+    def __init__(
+        self, id: int, context: str, advice: TensorSpec, tensors: tuple[Tensor, ...]
+    ) -> None:
+        super().__init__((t.name, t.array) for t in tensors)
+        self.id = id
+        self.context = context
+        self.advice = advice
+        self.tensors = tensors
+
+    def __repr__(self) -> str:
+        return (
+            f"Observation(id={self.id}, context={self.context!r}, features={len(self)}, "
+            f"advice={self.advice.name!r})"
+        )
+
+
+def _observation_from_proto(msg: Any, limits: DecodeLimits) -> Observation:
+    """Build an :class:`Observation` from a ``mlbridge.v1.Observation``, checking it."""
+    if not msg.HasField("advice"):
+        raise MLBridgeError("the observation has no advice spec")
+    a = msg.advice
+    try:
+        advice = TensorSpec(a.name, ElementType(a.type), tuple(a.shape), a.port)
+    except ValueError as e:
+        raise MLBridgeError(f"the observation's advice spec is invalid: {e}") from None
+    features = msg.features
+    if features.kind != tensor_pb2.MESSAGE_KIND_OBSERVATION:
+        raise MLBridgeError(f"the features message has kind {features.kind}, not observation")
+    limits.check_tensor_count(len(features.tensors), 0)
+    where = f"observation {features.id}"
+    tensors = tuple(tensor_from_proto(t, where, limits, 0) for t in features.tensors)
+    return Observation(features.id, msg.context, advice, tensors)
+
+
+def _advice_tensor(advice: object, spec: TensorSpec) -> Tensor:
+    """Convert a policy's answer exactly to the advice spec (a scalar fits a 1-element spec)."""
+    if isinstance(advice, Tensor):
+        if advice.name != spec.name or advice.type is not spec.type:
+            raise MLBridgeError(
+                f"advice tensor {advice.name!r} ({advice.type.llvm_name}) does not match the "
+                f"advice spec {spec.name!r} ({spec.type.llvm_name})"
+            )
+        tensor = advice
+    else:
+        tensor = Tensor(spec.name, spec.type, advice)
+    if not spec.matches(tensor.shape):
+        if spec.is_dynamic or tensor.size != spec.element_count:
+            raise MLBridgeError(
+                f"advice {spec.name!r} has shape {list(tensor.shape)}, the compiler expects "
+                f"{list(spec.shape)}"
+            )
+        tensor = Tensor._trusted(spec.name, spec.type, tensor.array.reshape(spec.shape))
+    return tensor
+
+
+def _advice_message(tensor: Tensor, id: int) -> Any:
+    msg = tensor_pb2.TensorMessage(kind=tensor_pb2.MESSAGE_KIND_ADVICE, id=id)
+    tensor_to_proto(tensor, msg.tensors.add())
+    return msg
+
+
+# -- inference: the model server ------------------------------------------------------
+
+
+class _ModelServicer(pb_grpc.ModelServiceServicer):
+    def __init__(self, policy: Policy, limits: DecodeLimits, serialize: bool) -> None:
+        self._policy = policy
+        self._limits = limits
+        self._lock = threading.Lock() if serialize else None
+        self.evaluated = 0
+
+    @staticmethod
+    def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
+        context.abort(code, message)
+        raise AssertionError("unreachable: abort raises")  # pragma: no cover
+
+    def Evaluate(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        """Answer one decision with the policy."""
+        if request.done:
+            self._abort(context, grpc.StatusCode.INVALID_ARGUMENT, "Evaluate with done = true")
+        try:
+            obs = _observation_from_proto(request, self._limits)
+        except MLBridgeError as e:
+            self._abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        try:
+            if self._lock is not None:
+                with self._lock:
+                    answer = self._policy(obs)
+            else:
+                answer = self._policy(obs)
+        except Exception as e:
+            self._abort(
+                context,
+                grpc.StatusCode.INTERNAL,
+                f"the policy raised {type(e).__name__} on observation {obs.id}: {e}",
+            )
+        try:
+            tensor = _advice_tensor(answer, obs.advice)
+        except (MLBridgeError, ValueError) as e:
+            self._abort(
+                context,
+                grpc.StatusCode.INTERNAL,
+                f"the policy's answer to observation {obs.id} does not fit the advice: {e}",
+            )
+        self.evaluated += 1
+        return _advice_message(tensor, obs.id)
+
+
+class ModelServer:
+    """A running ``ModelService`` server (see :func:`serve`).
+
+    Attributes:
+        address: The bound ``host:port`` (with the actual port when 0 was asked for).
+        port: The bound port.
+    """
+
+    def __init__(self, server: grpc.Server, host: str, port: int, servicer: _ModelServicer) -> None:
+        self._server = server
+        self._servicer = servicer
+        self.port = port
+        self.address = f"{host}:{port}"
+
+    @property
+    def evaluated(self) -> int:
+        """The number of decisions answered so far."""
+        return self._servicer.evaluated
+
+    def stop(self, grace: float = 1.0) -> None:
+        """Stop serving; calls in flight get ``grace`` seconds to finish. Waits until done."""
+        self._server.stop(grace).wait(grace + 5.0)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the server stops or ``timeout`` seconds pass; True if it stopped."""
+        return bool(self._server.wait_for_termination(timeout))
+
+    def __enter__(self) -> ModelServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"ModelServer(address={self.address!r})"
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"address must be host:port (port 0 picks one), got {address!r}")
+    return host, int(port)
+
+
+def serve(
+    policy: Policy,
+    address: str = "127.0.0.1:0",
+    *,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    max_workers: int = 4,
+    serialize: bool = True,
+) -> ModelServer:
+    """Serve ``ModelService`` with ``policy`` and return the running server.
+
+    Args:
+        policy: Called with each :class:`Observation`; returns the advice: a
+            :class:`~mlbridge.Tensor` named and typed as ``obs.advice``, or values
+            convertible exactly to its type (a scalar for a one-element advice).
+        address: ``host:port`` to listen on; port 0 picks a free port (see
+            :attr:`ModelServer.address`). Loopback by default.
+        max_message_bytes: Largest message received or sent; a larger one fails the call
+            with ``RESOURCE_EXHAUSTED``.
+        max_workers: Threads answering calls (several compilers may share a server).
+        serialize: Call the policy from one thread at a time (for policies that are not
+            thread-safe).
+
+    Raises:
+        GrpcError: If the address cannot be bound.
+    """
+    host, _ = _split_address(address)
+    max_message_bytes = _check_bytes(max_message_bytes)
+    servicer = _ModelServicer(policy, _limits(max_message_bytes), serialize)
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="mlbridge-serve"),
+        options=[*_message_options(max_message_bytes), ("grpc.so_reuseport", 0)],
+    )
+    pb_grpc.add_ModelServiceServicer_to_server(servicer, server)
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as e:
+        raise GrpcError(f"cannot listen on {address}: {e}") from None
+    if port == 0:
+        raise GrpcError(f"cannot listen on {address}")
+    server.start()
+    return ModelServer(server, host, port, servicer)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_ready_file(path: str | os.PathLike[str], address: str) -> None:
+    """Write ``address`` and a newline to ``path`` atomically (for scripts to wait on)."""
+    _write_atomically(Path(path), f"{address}\n")
+
+
+def wait_for_ready_file(
+    path: str | os.PathLike[str],
+    timeout: float,
+    alive: Callable[[], bool] | None = None,
+) -> str:
+    """Wait until a ready file (``host:port`` and a newline) exists; return the address.
+
+    Args:
+        path: The file a server writes once it listens (``mlbridge serve --ready-file``
+            or ``GrpcCompilerServerOptions::ReadyFile``).
+        timeout: Seconds to wait at most.
+        alive: Called while waiting; when it returns False (the server process died),
+            waiting stops with an error.
+
+    Raises:
+        GrpcTimeoutError: If the file does not appear within ``timeout``.
+        GrpcError: If ``alive`` reports the server gone.
+    """
+    timeout = _check_seconds(timeout, "timeout")
+    deadline = time.monotonic() + timeout
+    p = Path(path)
+    delay = 0.005
+    while True:
+        try:
+            text = p.read_text()
+        except FileNotFoundError:
+            text = ""
+        if text.endswith("\n"):
+            return text.strip()
+        if alive is not None and not alive():
+            raise GrpcError(f"the server exited before writing {p}")
+        if time.monotonic() >= deadline:
+            raise GrpcTimeoutError(f"{p} did not appear within {timeout:g} s")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+# -- training: the trainer drives the compiler's server -------------------------------
+
+
+class GrpcCompilerInterface:
+    """The trainer's side of ``CompilerService``: one instance per episode (compile).
+
+    The compiler (``GrpcCompilerServer``) listens at ``address``; :meth:`evaluate` returns
+    its next observation (``None`` once the compile is over) and :meth:`respond` answers
+    it. The first call connects, waiting at most ``connect_timeout`` seconds.
+
+    Attributes:
+        address: The compiler's ``host:port``.
+        timeout: Deadline of each call, in seconds.
+        answered: Observations answered so far.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        _split_address(address)
+        self.address = address
+        self.timeout = _check_seconds(timeout, "timeout")
+        self.connect_timeout = _check_seconds(connect_timeout, "connect_timeout")
+        self._max = _check_bytes(max_message_bytes)
+        self._limits = _limits(self._max)
+        self._channel = grpc.insecure_channel(
+            address,
+            options=[
+                *_message_options(self._max),
+                ("grpc.initial_reconnect_backoff_ms", _INITIAL_BACKOFF_MS),
+                ("grpc.min_reconnect_backoff_ms", _INITIAL_BACKOFF_MS),
+                ("grpc.max_reconnect_backoff_ms", _MAX_BACKOFF_MS),
+                ("grpc.use_local_subchannel_pool", 1),
+            ],
+        )
+        self._stub = pb_grpc.CompilerServiceStub(self._channel)
+        self._connected = False
+        self._pending: Observation | None = None
+        self._done = False
+        self.answered = 0
+
+    def _error(self, rpc: str, e: grpc.RpcError) -> GrpcError:
+        code = e.code()  # type: ignore[attr-defined]
+        name = code.name if code is not None else "UNKNOWN"
+        message = (
+            f"gRPC CompilerService/{rpc} to {self.address} failed: {name}: "
+            f"{e.details()} (deadline {self.timeout:g} s)"  # type: ignore[attr-defined]
+        )
+        if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+            return GrpcTimeoutError(message, name)
+        return GrpcError(message, name)
+
+    def connect(self) -> None:
+        """Wait (at most ``connect_timeout``) until the compiler's server accepts us."""
+        if self._connected:
+            return
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=self.connect_timeout)
+        except grpc.FutureTimeoutError:
+            raise GrpcTimeoutError(
+                f"cannot connect to the compiler at {self.address} within "
+                f"{self.connect_timeout:g} s",
+                "UNAVAILABLE",
+            ) from None
+        self._connected = True
+
+    def evaluate(self) -> Observation | None:
+        """Return the compiler's next observation, or ``None`` when the episode is over.
+
+        Raises:
+            GrpcTimeoutError: If nothing comes within ``timeout`` (or no connection within
+                ``connect_timeout``).
+            GrpcError: If the call fails (the compiler died: ``UNAVAILABLE``).
+        """
+        if self._done:
+            return None
+        self.connect()
+        try:
+            reply = self._stub.Observe(pb.ObserveRequest(), timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise self._error("Observe", e) from None
+        if reply.done:
+            self._done = True
+            self._pending = None
+            return None
+        try:
+            obs = _observation_from_proto(reply, self._limits)
+        except MLBridgeError as e:
+            raise GrpcError(f"the compiler at {self.address} sent a bad observation: {e}") from None
+        self._pending = obs
+        return obs
+
+    def respond(self, advice: object) -> None:
+        """Answer the last observation (see :func:`serve` for what ``advice`` may be).
+
+        Raises:
+            GrpcError: If there is no observation to answer, the advice does not fit (the
+                compiler says ``INVALID_ARGUMENT``), or the call fails.
+        """
+        obs = self._pending
+        if obs is None:
+            raise GrpcError("respond() without an observation: call evaluate() first")
+        tensor = _advice_tensor(advice, obs.advice)
+        try:
+            self._stub.Act(_advice_message(tensor, obs.id), timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise self._error("Act", e) from None
+        self._pending = None
+        self.answered += 1
+
+    def run(self, policy: Policy) -> int:
+        """Answer every observation with ``policy`` until the episode ends; return the count."""
+        count = 0
+        while (obs := self.evaluate()) is not None:
+            self.respond(policy(obs))
+            count += 1
+        return count
+
+    def close(self) -> None:
+        """Close the channel (idempotent)."""
+        self._channel.close()
+
+    def __enter__(self) -> GrpcCompilerInterface:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+# -- policies named on the command line -----------------------------------------------
+
+
+def load_policy(spec: str) -> Policy:
+    """Load ``module:name`` or ``path/to/file.py:name``: a function, or a class to instantiate.
+
+    A class is instantiated with no arguments; its instances must be callable.
+
+    Raises:
+        ValueError: If ``spec`` is malformed, or names something that is not callable.
+        ImportError: If the module or file cannot be loaded.
+    """
+    source, sep, name = spec.rpartition(":")
+    if not sep or not source or not name.isidentifier():
+        raise ValueError(f"policy must be MODULE:NAME or FILE.py:NAME, got {spec!r}")
+    if source.endswith(".py") or os.sep in source:
+        path = Path(source).resolve()
+        if not path.is_file():
+            raise ImportError(f"policy file {path} does not exist")
+        module_name = f"_mlbridge_policy_{abs(hash(str(path)))}"
+        loader_spec = importlib.util.spec_from_file_location(module_name, path)
+        if loader_spec is None or loader_spec.loader is None:
+            raise ImportError(f"cannot load {path} as a Python module")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[module_name] = module
+        loader_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(source)
+    try:
+        obj = getattr(module, name)
+    except AttributeError:
+        raise ValueError(f"{source} has no attribute {name!r}") from None
+    if inspect.isclass(obj):
+        obj = obj()
+    if not callable(obj):
+        raise ValueError(f"{spec} is not a function or a class with __call__")
+    return obj  # type: ignore[no-any-return]

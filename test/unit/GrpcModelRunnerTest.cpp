@@ -1,0 +1,518 @@
+//===- GrpcModelRunnerTest.cpp - The gRPC runners -------------------------===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// Inference: GrpcModelRunner against a real Python model server
+// (`python -m mlbridge serve test/unit/grpc_policies.py:NAME`) and, for
+// replies Python would never send, a C++ ModelService in this process.
+// Training: GrpcCompilerServer driven by a real Python trainer
+// (test/unit/grpc_trainer.py). Every wait is bounded; no assertion on speed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "mlbridge/GrpcModelRunner.h"
+#include "mlbridge/v1/model_service.grpc.pb.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <arpa/inet.h>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <future>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace mlbridge;
+using namespace mlbridge::test;
+using namespace std::chrono_literals;
+using llvm::Expected;
+using llvm::StringRef;
+
+namespace {
+
+#define EXPECT_CONTAINS(Haystack, Needle)                                      \
+  EXPECT_NE(std::string(Haystack).find(Needle), std::string::npos)             \
+      << "'" << (Haystack) << "' lacks '" << (Needle) << "'"
+
+std::vector<TensorSpec> features() {
+  return {createSpec<int64_t>("x", {1}), createSpec<float>("v", {-1}),
+          createSpec<std::string>("name", {1})};
+}
+TensorSpec advice() { return createSpec<int64_t>("y", {1}); }
+
+std::string policyPath(StringRef Name) {
+  return std::string(MLBRIDGE_SOURCE_DIR) +
+         "/test/unit/grpc_policies.py:" + Name.str();
+}
+
+/// A private folder for ready files and logs, removed with its files.
+class TempDir {
+public:
+  TempDir() {
+    std::string Tmpl = "/tmp/mlbridge-grpc-test-XXXXXX";
+    if (::mkdtemp(Tmpl.data()))
+      Path = Tmpl;
+  }
+  ~TempDir() {
+    if (!Path.empty())
+      llvm::sys::fs::remove_directories(Path);
+  }
+  std::string file(StringRef Name) const { return Path + "/" + Name.str(); }
+  std::string Path;
+};
+
+/// Waits at most \p Bound for \p File to hold a line; returns it, or "".
+std::string waitForLine(const std::string &File, std::chrono::seconds Bound,
+                        const std::function<bool()> &Alive) {
+  auto Deadline = std::chrono::steady_clock::now() + Bound;
+  while (std::chrono::steady_clock::now() < Deadline) {
+    if (auto Buf = llvm::MemoryBuffer::getFile(File)) {
+      StringRef Text = (*Buf)->getBuffer();
+      if (Text.ends_with("\n"))
+        return Text.trim().str();
+    }
+    if (!Alive())
+      return "";
+    std::this_thread::sleep_for(20ms);
+  }
+  return "";
+}
+
+/// A child process, terminated (SIGTERM, then SIGKILL) when destroyed.
+class Child {
+public:
+  Child(std::vector<std::string> Args, const std::string &Log)
+      : Args(std::move(Args)) {
+    std::vector<StringRef> Argv(this->Args.begin(), this->Args.end());
+    std::optional<StringRef> Redirects[] = {std::nullopt, StringRef(Log),
+                                            StringRef(Log)};
+    std::string Err;
+    bool Failed = false;
+    PI = llvm::sys::ExecuteNoWait(this->Args[0], Argv, std::nullopt, Redirects,
+                                  0, &Err, &Failed);
+    Started = !Failed && PI.Pid > 0;
+    StartError = Err;
+  }
+  ~Child() { stop(); }
+
+  bool alive() {
+    if (Exited)
+      return false;
+    std::string Err;
+    llvm::sys::ProcessInfo R =
+        llvm::sys::Wait(PI, 0u, &Err, nullptr, /*Polling=*/true);
+    if (R.Pid != 0) {
+      Exited = true;
+      ReturnCode = R.ReturnCode;
+    }
+    return !Exited;
+  }
+  /// Waits at most \p Seconds for the exit; returns the exit code, or -100.
+  int wait(unsigned Seconds) {
+    if (!Exited) {
+      std::string Err;
+      llvm::sys::ProcessInfo R = llvm::sys::Wait(PI, Seconds, &Err);
+      if (R.Pid != 0) {
+        Exited = true;
+        ReturnCode = R.ReturnCode;
+      }
+    }
+    return Exited ? ReturnCode : -100;
+  }
+  void kill(int Signal) {
+    if (!Exited)
+      ::kill(PI.Pid, Signal);
+  }
+  void stop() {
+    if (!Started || Exited)
+      return;
+    kill(SIGTERM);
+    if (wait(10) == -100) {
+      kill(SIGKILL);
+      wait(10);
+    }
+  }
+
+  std::vector<std::string> Args;
+  llvm::sys::ProcessInfo PI;
+  bool Started = false, Exited = false;
+  int ReturnCode = 0;
+  std::string StartError;
+};
+
+/// `python -m mlbridge serve POLICY --ready-file ...` with its address.
+class PythonServer {
+public:
+  explicit PythonServer(StringRef Policy, std::vector<std::string> Extra = {})
+      : Proc(args(Policy, std::move(Extra)), Dir.file("serve.log")) {
+    if (Proc.Started)
+      Address =
+          waitForLine(Dir.file("ready"), 60s, [&] { return Proc.alive(); });
+  }
+  std::string log() const {
+    auto Buf = llvm::MemoryBuffer::getFile(Dir.file("serve.log"));
+    return Buf ? (*Buf)->getBuffer().str() : std::string();
+  }
+
+  TempDir Dir;
+  Child Proc;
+  std::string Address;
+
+private:
+  std::vector<std::string> args(StringRef Policy,
+                                std::vector<std::string> Extra) {
+    std::vector<std::string> A = {
+        MLBRIDGE_PYTHON,    "-m",           "mlbridge",       "serve",
+        policyPath(Policy), "--ready-file", Dir.file("ready")};
+    A.insert(A.end(), Extra.begin(), Extra.end());
+    return A;
+  }
+};
+
+#define ASSERT_SERVING(S)                                                      \
+  ASSERT_TRUE((S).Proc.Started) << (S).Proc.StartError;                        \
+  ASSERT_FALSE((S).Address.empty()) << "server not ready:\n" << (S).log()
+
+/// A port on 127.0.0.1 that nothing listens on (bound, then released).
+int unusedPort() {
+  int FD = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in A{};
+  A.sin_family = AF_INET;
+  A.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  A.sin_port = 0;
+  socklen_t Len = sizeof(A);
+  int Port = -1;
+  if (::bind(FD, reinterpret_cast<sockaddr *>(&A), sizeof(A)) == 0 &&
+      ::getsockname(FD, reinterpret_cast<sockaddr *>(&A), &Len) == 0)
+    Port = ntohs(A.sin_port);
+  ::close(FD);
+  return Port;
+}
+
+GrpcModelRunnerOptions clientOptions(const std::string &Address) {
+  GrpcModelRunnerOptions O;
+  O.Address = Address;
+  O.Timeout = 20s;
+  O.ConnectTimeout = 20s;
+  return O;
+}
+
+llvm::Error decide(MLModelRunner &R, int64_t X, std::vector<float> V) {
+  return R.populateFeatures(std::make_pair("x", X), std::make_pair("v", V),
+                            std::make_pair("name", std::string("f")));
+}
+
+// -- inference --------------------------------------------------------------
+
+TEST(GrpcModelRunner, DecisionsFromPythonServer) {
+  PythonServer S("affine");
+  ASSERT_SERVING(S);
+  MLB_ASSERT_VALUE(R, GrpcModelRunner::create(features(), advice(),
+                                              clientOptions(S.Address)));
+  EXPECT_EQ(R->address(), S.Address);
+  for (int64_t I = 0; I < 20; ++I) {
+    std::string Ctx(static_cast<size_t>(I % 4), 'c');
+    R->setContext(Ctx);
+    std::vector<float> V(static_cast<size_t>(I % 5), 0.25f);
+    MLB_ASSERT_OK(decide(*R, 7 * I, V));
+    Expected<int64_t> Y = R->evaluate<int64_t>();
+    ASSERT_TRUE(!!Y) << errorText(Y.takeError());
+    // affine: 10 * x + len(v) + 1000 * id + len(context).
+    EXPECT_EQ(*Y, 70 * I + I % 5 + 1000 * I + I % 4) << "decision " << I;
+  }
+}
+
+TEST(GrpcModelRunner, ClassPolicyKeepsStateAcrossCalls) {
+  PythonServer S("Counter");
+  ASSERT_SERVING(S);
+  MLB_ASSERT_VALUE(R, GrpcModelRunner::create(features(), advice(),
+                                              clientOptions(S.Address)));
+  for (int64_t I = 1; I <= 3; ++I) {
+    Expected<int64_t> Y = R->evaluate<int64_t>();
+    ASSERT_TRUE(!!Y) << errorText(Y.takeError());
+    EXPECT_EQ(*Y, I);
+  }
+}
+
+TEST(GrpcModelRunner, ServerNeverStartedFailsWithinBound) {
+  int Port = unusedPort();
+  ASSERT_GT(Port, 0);
+  GrpcModelRunnerOptions O = clientOptions("127.0.0.1:" + std::to_string(Port));
+  O.ConnectTimeout = 1s;
+  auto Start = std::chrono::steady_clock::now();
+  auto R = GrpcModelRunner::create(features(), advice(), O);
+  ASSERT_FALSE(!!R);
+  std::string Msg = errorText(R.takeError());
+  EXPECT_LT(std::chrono::steady_clock::now() - Start, 10s);
+  EXPECT_CONTAINS(Msg, "cannot connect to the model server at 127.0.0.1:" +
+                           std::to_string(Port) + " within 1000 ms");
+}
+
+TEST(GrpcModelRunner, ServerStartingLateIsReachedByBackoff) {
+  int Port = unusedPort();
+  ASSERT_GT(Port, 0);
+  std::string Address = "127.0.0.1:" + std::to_string(Port);
+  // The runner starts connecting first; the server comes up later.
+  auto Runner = std::async(std::launch::async, [&] {
+    return GrpcModelRunner::create(features(), advice(),
+                                   clientOptions(Address));
+  });
+  std::this_thread::sleep_for(300ms);
+  PythonServer S("affine", {"--address", Address});
+  ASSERT_SERVING(S);
+  ASSERT_EQ(Runner.wait_for(30s), std::future_status::ready);
+  MLB_ASSERT_VALUE(R, Runner.get());
+  MLB_ASSERT_OK(decide(*R, 1, {}));
+  Expected<int64_t> Y = R->evaluate<int64_t>();
+  ASSERT_TRUE(!!Y) << errorText(Y.takeError());
+  EXPECT_EQ(*Y, 10);
+}
+
+TEST(GrpcModelRunner, ServerDyingMidRunIsAClearError) {
+  PythonServer S("affine");
+  ASSERT_SERVING(S);
+  GrpcModelRunnerOptions O = clientOptions(S.Address);
+  O.Timeout = 5s;
+  MLB_ASSERT_VALUE(R, GrpcModelRunner::create(features(), advice(), O));
+  MLB_ASSERT_OK(decide(*R, 2, {1.0f}));
+  Expected<int64_t> First = R->evaluate<int64_t>();
+  ASSERT_TRUE(!!First) << errorText(First.takeError());
+  EXPECT_EQ(*First, 21);
+
+  S.Proc.kill(SIGKILL);
+  EXPECT_NE(S.Proc.wait(20), -100);
+  auto Start = std::chrono::steady_clock::now();
+  Expected<int64_t> Second = R->evaluate<int64_t>();
+  ASSERT_FALSE(!!Second);
+  std::string Msg = errorText(Second.takeError());
+  EXPECT_LT(std::chrono::steady_clock::now() - Start, 10s);
+  EXPECT_CONTAINS(Msg, "gRPC ModelService/Evaluate to " + S.Address);
+  EXPECT_CONTAINS(Msg, "UNAVAILABLE");
+}
+
+TEST(GrpcModelRunner, DeadlineExceededIsAClearError) {
+  PythonServer S("sleepy");
+  ASSERT_SERVING(S);
+  GrpcModelRunnerOptions O = clientOptions(S.Address);
+  O.Timeout = 300ms;
+  MLB_ASSERT_VALUE(R, GrpcModelRunner::create(features(), advice(), O));
+  auto Start = std::chrono::steady_clock::now();
+  Expected<int64_t> Y = R->evaluate<int64_t>();
+  ASSERT_FALSE(!!Y);
+  std::string Msg = errorText(Y.takeError());
+  EXPECT_LT(std::chrono::steady_clock::now() - Start, 10s);
+  EXPECT_CONTAINS(Msg, "gRPC ModelService/Evaluate to " + S.Address);
+  EXPECT_CONTAINS(Msg, "DEADLINE_EXCEEDED");
+  EXPECT_CONTAINS(Msg, "deadline 300 ms");
+}
+
+TEST(GrpcModelRunner, OversizeRequestIsRejectedByTheClientLimit) {
+  PythonServer S("affine");
+  ASSERT_SERVING(S);
+  GrpcModelRunnerOptions O = clientOptions(S.Address);
+  O.MaxMessageBytes = 1024;
+  MLB_ASSERT_VALUE(R, GrpcModelRunner::create(features(), advice(), O));
+  MLB_ASSERT_OK(decide(*R, 1, std::vector<float>(1000, 1.0f)));
+  Expected<int64_t> Y = R->evaluate<int64_t>();
+  ASSERT_FALSE(!!Y);
+  std::string Msg = errorText(Y.takeError());
+  EXPECT_CONTAINS(Msg, "RESOURCE_EXHAUSTED");
+  EXPECT_CONTAINS(Msg, "message limit 1024 bytes");
+  // Within the limit, the same runner still works.
+  MLB_ASSERT_OK(decide(*R, 1, std::vector<float>(2, 1.0f)));
+  Expected<int64_t> Small = R->evaluate<int64_t>();
+  ASSERT_TRUE(!!Small) << errorText(Small.takeError());
+  EXPECT_EQ(*Small, 12 + 1000);
+}
+
+TEST(GrpcModelRunner, OversizeRequestIsRejectedByTheServerLimit) {
+  PythonServer S("affine", {"--max-message-bytes", "1024"});
+  ASSERT_SERVING(S);
+  MLB_ASSERT_VALUE(R, GrpcModelRunner::create(features(), advice(),
+                                              clientOptions(S.Address)));
+  MLB_ASSERT_OK(decide(*R, 1, std::vector<float>(1000, 1.0f)));
+  Expected<int64_t> Y = R->evaluate<int64_t>();
+  ASSERT_FALSE(!!Y);
+  EXPECT_CONTAINS(errorText(Y.takeError()), "RESOURCE_EXHAUSTED");
+}
+
+TEST(GrpcModelRunner, PolicyErrorsAreInternalWithTheirMessage) {
+  for (const char *Policy : {"raises", "wrong_type"}) {
+    PythonServer S(Policy);
+    ASSERT_SERVING(S);
+    MLB_ASSERT_VALUE(R, GrpcModelRunner::create(features(), advice(),
+                                                clientOptions(S.Address)));
+    Expected<int64_t> Y = R->evaluate<int64_t>();
+    ASSERT_FALSE(!!Y);
+    std::string Msg = errorText(Y.takeError());
+    EXPECT_CONTAINS(Msg, "INTERNAL");
+    EXPECT_CONTAINS(Msg, std::string(Policy) == "raises"
+                             ? "policy exploded on purpose"
+                             : "does not fit the advice");
+  }
+}
+
+/// A C++ model server that answers with a fixed, possibly wrong, reply.
+class FixedReplyService final : public v1::ModelService::Service {
+public:
+  explicit FixedReplyService(
+      std::function<void(const v1::Observation &, v1::TensorMessage &)> Reply)
+      : Reply(std::move(Reply)) {}
+  grpc::Status Evaluate(grpc::ServerContext *, const v1::Observation *Req,
+                        v1::TensorMessage *Out) override {
+    Reply(*Req, *Out);
+    return grpc::Status::OK;
+  }
+  std::function<void(const v1::Observation &, v1::TensorMessage &)> Reply;
+};
+
+void goodReply(const v1::Observation &Req, v1::TensorMessage &Out) {
+  Out.set_kind(v1::MESSAGE_KIND_ADVICE);
+  Out.set_id(Req.features().id());
+  v1::Tensor *T = Out.add_tensors();
+  T->set_name("y");
+  T->set_type(v1::ELEMENT_TYPE_INT64);
+  T->add_shape(1);
+  int64_t V = 5;
+  T->set_data(&V, sizeof(V));
+}
+
+TEST(GrpcModelRunner, RepliesThatDoNotMatchTheAdviceAreErrors) {
+  struct Case {
+    const char *Expected;
+    std::function<void(v1::TensorMessage &)> Break;
+  };
+  std::vector<Case> Cases = {
+      {"of kind 'outcome', not advice",
+       [](v1::TensorMessage &M) { M.set_kind(v1::MESSAGE_KIND_OUTCOME); }},
+      {"the reply has id 99, the observation 0",
+       [](v1::TensorMessage &M) { M.set_id(99); }},
+      {"the reply has 0 tensors",
+       [](v1::TensorMessage &M) { M.clear_tensors(); }},
+      {"the reply's tensor is 'z', the advice is 'y'",
+       [](v1::TensorMessage &M) { M.mutable_tensors(0)->set_name("z"); }},
+      {"advice 'y' is int32_t in the reply, int64_t in the spec",
+       [](v1::TensorMessage &M) {
+         M.mutable_tensors(0)->set_type(v1::ELEMENT_TYPE_INT32);
+         M.mutable_tensors(0)->set_data(std::string(4, '\0'));
+       }},
+      {"advice 'y' has shape [2] in the reply",
+       [](v1::TensorMessage &M) {
+         M.mutable_tensors(0)->set_shape(0, 2);
+         M.mutable_tensors(0)->set_data(std::string(16, '\0'));
+       }},
+      {"needs 8 bytes for its shape, got 3", // a decode error
+       [](v1::TensorMessage &M) { M.mutable_tensors(0)->set_data("abc"); }},
+  };
+  for (const Case &C : Cases) {
+    FixedReplyService Service(
+        [&](const v1::Observation &Req, v1::TensorMessage &Out) {
+          goodReply(Req, Out);
+          C.Break(Out);
+        });
+    grpc::ServerBuilder B;
+    int Port = 0;
+    B.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &Port);
+    B.RegisterService(&Service);
+    std::unique_ptr<grpc::Server> Server = B.BuildAndStart();
+    ASSERT_TRUE(Server && Port > 0);
+    std::string Address = "127.0.0.1:" + std::to_string(Port);
+    {
+      MLB_ASSERT_VALUE(R, GrpcModelRunner::create(features(), advice(),
+                                                  clientOptions(Address)));
+      Expected<int64_t> Y = R->evaluate<int64_t>();
+      ASSERT_FALSE(!!Y) << C.Expected;
+      std::string Msg = errorText(Y.takeError());
+      EXPECT_CONTAINS(Msg, "gRPC ModelService/Evaluate to " + Address);
+      EXPECT_CONTAINS(Msg, C.Expected);
+    }
+    Server->Shutdown(std::chrono::system_clock::now() + 1s);
+    Server->Wait();
+  }
+}
+
+TEST(GrpcModelRunner, InvalidOptionsAreErrors) {
+  GrpcModelRunnerOptions O;
+  EXPECT_CONTAINS(errorText(GrpcModelRunner::create(features(), advice(), O)),
+                  "no model server address");
+  O.Address = "127.0.0.1:1";
+  O.Timeout = 0ms;
+  EXPECT_CONTAINS(errorText(GrpcModelRunner::create(features(), advice(), O)),
+                  "timeouts must be positive");
+}
+
+// -- training ---------------------------------------------------------------
+
+TEST(GrpcCompilerServer, PythonTrainerDrivesOneEpisode) {
+  TempDir Dir;
+  GrpcCompilerServerOptions O;
+  O.ReadyFile = Dir.file("ready");
+  O.Timeout = 30s;
+  O.EndTimeout = 20s;
+  MLB_ASSERT_VALUE(S, GrpcCompilerServer::create(features(), advice(), O));
+  EXPECT_TRUE(StringRef(S->address()).starts_with("127.0.0.1:"));
+  Child Trainer(
+      {MLBRIDGE_PYTHON,
+       std::string(MLBRIDGE_SOURCE_DIR) + "/test/unit/grpc_trainer.py",
+       O.ReadyFile},
+      Dir.file("trainer.log"));
+  ASSERT_TRUE(Trainer.Started) << Trainer.StartError;
+  for (int64_t I = 0; I < 12; ++I) {
+    S->setContext("fn" + std::to_string(I));
+    MLB_ASSERT_OK(decide(*S, 5 * I, std::vector<float>(I % 3, 1.0f)));
+    Expected<int64_t> Y = S->evaluate<int64_t>();
+    ASSERT_TRUE(!!Y) << errorText(Y.takeError());
+    EXPECT_EQ(*Y, 15 * I + I) << "round " << I; // x * 3 + id
+  }
+  S->finish();
+  EXPECT_EQ(Trainer.wait(30), 0);
+  Expected<int64_t> After = S->evaluate<int64_t>();
+  ASSERT_FALSE(!!After);
+  EXPECT_CONTAINS(errorText(After.takeError()), "the episode is over");
+}
+
+TEST(GrpcCompilerServer, NoTrainerFailsWithinBound) {
+  GrpcCompilerServerOptions O;
+  O.Timeout = 500ms;
+  O.EndTimeout = 100ms;
+  MLB_ASSERT_VALUE(S, GrpcCompilerServer::create(features(), advice(), O));
+  auto Start = std::chrono::steady_clock::now();
+  Expected<int64_t> Y = S->evaluate<int64_t>();
+  ASSERT_FALSE(!!Y);
+  std::string Msg = errorText(Y.takeError());
+  EXPECT_LT(std::chrono::steady_clock::now() - Start, 10s);
+  EXPECT_CONTAINS(Msg, "gRPC compiler server at " + S->address() +
+                           ": no action (CompilerService/Act) for "
+                           "observation 0 within 500 ms");
+}
+
+TEST(GrpcCompilerServer, AddressInUseIsAnError) {
+  MLB_ASSERT_VALUE(First,
+                   GrpcCompilerServer::create(features(), advice(),
+                                              GrpcCompilerServerOptions()));
+  GrpcCompilerServerOptions O;
+  O.Address = First->address();
+  Expected<std::unique_ptr<GrpcCompilerServer>> Second =
+      GrpcCompilerServer::create(features(), advice(), O);
+  ASSERT_FALSE(!!Second);
+  EXPECT_CONTAINS(errorText(Second.takeError()),
+                  "cannot listen on " + First->address());
+  EXPECT_CONTAINS(errorText(GrpcCompilerServer::create(
+                      features(), advice(),
+                      GrpcCompilerServerOptions{
+                          "no-port", 1s, 1s, DefaultGrpcMaxMessageBytes, ""})),
+                  "is not host:port");
+}
+
+} // namespace
