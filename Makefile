@@ -9,7 +9,7 @@ BUILD       := $(ROOT)/build
 BUILD_ASAN  := $(ROOT)/build-asan
 JOBS        ?= $(shell nproc)
 
-.PHONY: all setup build build-asan test demo lint format clean help
+.PHONY: all setup build build-asan test demo lint format clean help bench-roundtrip
 
 all: build
 
@@ -19,6 +19,7 @@ help:
 	@echo "make setup  install what is missing (Debian packages, ONNX Runtime, .venv)"
 	@echo "make build  build the C++ runtime and plugins into build/"
 	@echo "make lint   ruff over the Python code"
+	@echo "make bench-roundtrip  the round-trip benchmark (bench/, results in bench/results/)"
 	@echo "make clean  remove build folders (keeps .venv and .deps)"
 
 setup:
@@ -40,6 +41,10 @@ test: build build-asan
 
 demo: build
 	@$(ROOT)/scripts/demo.sh $(BUILD)
+
+# A measurement, not a test (bench/roundtrip.py --help; BENCH_ARGS=--quick for a short run).
+bench-roundtrip: build
+	@$(PY) $(ROOT)/bench/roundtrip.py --build-dir $(BUILD) $(BENCH_ARGS)
 
 lint: setup
 	@$(VENV)/bin/ruff check $(ROOT)

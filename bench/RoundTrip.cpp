@@ -28,6 +28,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
@@ -90,6 +91,14 @@ long rssKiB() {
   return Resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/// User + system CPU time of this process so far, seconds.
+double cpuSeconds() {
+  struct rusage U;
+  getrusage(RUSAGE_SELF, &U);
+  return U.ru_utime.tv_sec + U.ru_stime.tv_sec +
+         (U.ru_utime.tv_usec + U.ru_stime.tv_usec) / 1e6;
+}
+
 long peakRssKiB() {
   struct rusage U;
   getrusage(RUSAGE_SELF, &U);
@@ -111,7 +120,7 @@ public:
   Error connect() override { return R->switchContext("roundtrip"); }
   Expected<float> query(ArrayRef<float> X) override {
     if (Error E = R->setFeature("x", X))
-      return std::move(E);
+      return E;
     return R->evaluate<float>();
   }
 
@@ -139,8 +148,8 @@ public:
       return errorf("cannot open " + InPath);
     Clock::time_point Deadline =
         Clock::now() + std::chrono::milliseconds(TimeoutMs);
-    while ((OutFD = ::open(OutPath.c_str(), O_WRONLY | O_NONBLOCK |
-                                                O_CLOEXEC)) < 0) {
+    while ((OutFD = ::open(OutPath.c_str(),
+                           O_WRONLY | O_NONBLOCK | O_CLOEXEC)) < 0) {
       if (errno != ENXIO || Clock::now() >= Deadline)
         return errorf("cannot open " + OutPath);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -161,7 +170,7 @@ public:
         if (errno != EAGAIN && errno != EINTR)
           return errorf("writing " + OutPath);
         if (Error E = waitFor(OutFD, POLLOUT, OutPath))
-          return std::move(E);
+          return E;
         continue;
       }
       Left -= static_cast<size_t>(W);
@@ -190,7 +199,7 @@ public:
       if (R < 0 && errno != EAGAIN && errno != EINTR)
         return errorf("reading " + InPath);
       if (Error E = waitFor(InFD, POLLIN, InPath))
-        return std::move(E);
+        return E;
     }
     Polled = false;
     return Y;
@@ -329,9 +338,8 @@ int run(const Options &O) {
     ++Checked;
     if (!(std::fabs(static_cast<double>(Y) - Exact) <= Tolerance)) {
       if (Mismatches++ == 0)
-        FirstMismatch = ("L=" + Twine(X.size()) + ": model said " +
-                         Twine(static_cast<double>(Y)) + ", expected " +
-                         Twine(Exact))
+        FirstMismatch = formatv("L={0}: model said {1:e9}, expected {2:e9}",
+                                X.size(), Y, Exact)
                             .str();
     }
   };
@@ -353,6 +361,7 @@ int run(const Options &O) {
 
   std::vector<double> PerSize(O.Sizes.size(), 0.0);
   Clock::duration Total{0};
+  double Cpu0 = cpuSeconds();
   for (size_t Q = 0; Q < Inputs.size(); ++Q) {
     for (uint64_t R = 0; R < O.Repeat; ++R) {
       Clock::time_point T0 = Clock::now();
@@ -368,6 +377,7 @@ int run(const Options &O) {
       Check(Inputs[Q], *Y);
     }
   }
+  double Cpu = cpuSeconds() - Cpu0;
   long RssEnd = rssKiB();
 
   std::string Out;
@@ -377,6 +387,7 @@ int run(const Options &O) {
      << ",\"first_mismatch\":\"" << FirstMismatch << "\""
      << ",\"total_seconds\":"
      << formatv("{0:e9}", std::chrono::duration<double>(Total).count())
+     << ",\"cpu_seconds\":" << formatv("{0:e6}", Cpu)
      << ",\"rss_kib_after_warmup\":" << RssAfterWarmup
      << ",\"rss_kib_end\":" << RssEnd << ",\"peak_rss_kib\":" << peakRssKiB()
      << ",\"per_size_seconds\":[";

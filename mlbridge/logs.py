@@ -215,7 +215,9 @@ def iter_records(
         serdes: ``bitstream``, ``json`` or ``protobuf``; guessed when ``None``
             (:func:`detect_serdes`).
     """
-    data = source if isinstance(source, (bytes, bytearray, memoryview)) else Path(source).read_bytes()
+    data = (
+        source if isinstance(source, (bytes, bytearray, memoryview)) else Path(source).read_bytes()
+    )
     name = serdes if serdes is not None else detect_serdes(data)
     yield from get_serdes(name).iter_decode(BytesReader(data))
 
@@ -285,6 +287,8 @@ def read_log(
         MalformedInputError: If an advice or outcome names an observation the context does
             not have.
     """
-    data = source if isinstance(source, (bytes, bytearray, memoryview)) else Path(source).read_bytes()
+    data = (
+        source if isinstance(source, (bytes, bytearray, memoryview)) else Path(source).read_bytes()
+    )
     name = serdes if serdes is not None else detect_serdes(data)
     return _build(iter_records(data, name), name)

@@ -140,6 +140,40 @@ mlbridge_status mlbridge_runner_create_callback(
     const mlbridge_tensor_spec *advice, mlbridge_callback callback,
     void *user_data, mlbridge_runner **out);
 
+/**
+ * Creates a runner that asks a model in another process over LLVM's
+ * named-pipe protocol (docs/pipe-protocol.md), e.g. a Python model using
+ * mlbridge.compiler.pipe. The runner writes `<base>.out` and reads
+ * `<base>.in`; it creates them (FIFOs, mode 0600) if they do not exist and
+ * removes the ones it created when destroyed. `serdes` is "bitstream"
+ * (LLVM's protocol: raw replies), "json" or "protobuf" (records both ways).
+ * `timeout_ms` (> 0) bounds every wait: for the model to connect, for each
+ * reply, for each write. Nothing connects here: the first evaluation (or
+ * mlbridge_runner_switch_context()) does. A model that is gone, too slow or
+ * replies something invalid makes the call fail with MLBRIDGE_ERROR_MODEL,
+ * whose message names the FIFO; the runner then stays failed. On success
+ * `*out` owns the runner (free it with mlbridge_runner_destroy(), which ends
+ * the session).
+ */
+mlbridge_status mlbridge_runner_create_pipe(
+    const mlbridge_tensor_spec *features, size_t num_features,
+    const mlbridge_tensor_spec *advice, const char *base, const char *serdes,
+    int64_t timeout_ms, mlbridge_runner **out);
+
+/**
+ * Tells the model what the next evaluations are about (e.g. the function
+ * name): the pipe runner sends a context record, other runners ignore it.
+ */
+mlbridge_status mlbridge_runner_switch_context(mlbridge_runner *runner,
+                                               const char *name);
+
+/**
+ * Ends the session of a pipe runner: sends the end record and closes the
+ * FIFOs, so the model sees the end; later evaluations fail. Idempotent, and
+ * done by mlbridge_runner_destroy() too. Other runners: nothing to do.
+ */
+mlbridge_status mlbridge_runner_finish(mlbridge_runner *runner);
+
 /** Destroys a runner; NULL is ignored. */
 void mlbridge_runner_destroy(mlbridge_runner *runner);
 

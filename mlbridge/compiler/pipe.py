@@ -61,6 +61,7 @@ __all__ = [
     "DriveResult",
     "FifoChannel",
     "Observation",
+    "Outcome",
     "PipeCompilerInterface",
     "drive_compiler",
 ]
@@ -317,6 +318,14 @@ class _FifoReader:
         if self._start and self._start >= len(self._buf) // 2:
             del self._buf[: self._start]
             self._start = 0
+        chunk = self._read_chunk(_READ_CHUNK, what)
+        if not chunk:
+            return False
+        self._buf += chunk
+        return True
+
+    def _read_chunk(self, size: int, what: str) -> bytes:
+        """Read at most ``size`` bytes (b"" at the end of input), waiting at most the timeout."""
         deadline = time.monotonic() + self._timeout
         while True:
             if time.monotonic() >= deadline:
@@ -327,19 +336,18 @@ class _FifoReader:
             if not self._poller.poll(_poll_ms(deadline)):
                 continue
             try:
-                chunk = os.read(self._fd, _READ_CHUNK)
+                chunk = os.read(self._fd, size)
             except BlockingIOError:
                 continue
             except OSError as e:
                 raise PipeError(f"{self._path}: read failed: {e.strerror}") from None
             if not chunk:
                 self._eof = True
-                return False
-            self._buf += chunk
-            return True
+            return chunk
 
     def _take(self, n: int) -> bytes:
-        data = bytes(self._buf[self._start : self._start + n])
+        with memoryview(self._buf) as view:  # one copy, not two
+            data = bytes(view[self._start : self._start + n])
         self._start += n
         self._offset += n
         if self._sink is not None:
@@ -352,6 +360,8 @@ class _FifoReader:
     def read_exact(self, n: int) -> bytes:
         if n < 0:
             raise ValueError(f"read_exact: negative size {n}")
+        if n - self._available() > _READ_CHUNK and not self._eof:
+            return self._read_large(n)
         while self._available() < n:
             if not self._fill(f"{n} bytes at stream offset {self._offset}"):
                 raise TruncatedInputError(
@@ -359,6 +369,32 @@ class _FifoReader:
                     f"{n} bytes from offset {self._offset}, only {self._available()} arrived"
                 )
         return self._take(n)
+
+    def _read_large(self, n: int) -> bytes:
+        """``read_exact`` of a large tensor, without staging it in the line buffer.
+
+        The chunks go straight from the FIFO into the result: two copies in all.
+        """
+        parts = [self._take(self._available())] if self._available() else []
+        sink, self._sink = self._sink, None  # the chunks reach the sink below, in order
+        try:
+            have = sum(map(len, parts))
+            while have < n:
+                what = f"{n} bytes at stream offset {self._offset - have}"
+                chunk = self._read_chunk(min(n - have, _READ_CHUNK), what)
+                if not chunk:
+                    raise TruncatedInputError(
+                        f"input ends at byte offset {self._offset}: needed {n} bytes from "
+                        f"offset {self._offset - have}, only {have} arrived"
+                    )
+                if sink is not None:
+                    sink(chunk)
+                parts.append(chunk)
+                have += len(chunk)
+                self._offset += len(chunk)
+        finally:
+            self._sink = sink
+        return b"".join(parts)
 
     def read_line(self, max_len: int) -> bytes:
         scanned = 0
@@ -419,6 +455,9 @@ class Observation(dict[str, np.ndarray[Any, np.dtype[Any]]]):
         context: The current context (LLVM sends the module or function name), or ``None``.
         header: The header in force (feature specs and the advice spec).
         message: The decoded message, with its :class:`~mlbridge.Tensor` objects.
+        outcome: The score the compiler reported for this observation (the header's
+            ``score`` spec, e.g. a reward), once its outcome message has arrived; ``None``
+            before that and with compilers that send none (stock LLVM).
     """
 
     def __init__(self, message: Message, context: str | None, header: Header) -> None:
@@ -427,9 +466,27 @@ class Observation(dict[str, np.ndarray[Any, np.dtype[Any]]]):
         self.context = context
         self.header = header
         self.message = message
+        self.outcome: np.ndarray[Any, np.dtype[Any]] | None = None
 
     def __repr__(self) -> str:
         return f"Observation(id={self.id}, context={self.context!r}, features={len(self)})"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The outcome (score, reward) the compiler reported for an earlier observation.
+
+    Attributes:
+        context: The context of the observation.
+        id: The observation's id within that context.
+        score: The score tensor's values (the header's ``score`` spec).
+        observation: The observation it belongs to.
+    """
+
+    context: str | None
+    id: int
+    score: np.ndarray[Any, np.dtype[Any]]
+    observation: Observation
 
 
 class PipeCompilerInterface:
@@ -443,6 +500,13 @@ class PipeCompilerInterface:
         timeout: Seconds each read or write may wait.
         connect_timeout: Seconds to wait for the compiler to open the FIFOs (and for
             them to exist).
+        require_end: Whether the compiler ends the session with an end record, so that
+            the end of input without one is an error (the compiler crashed) rather than
+            the end of the session. mlbridge's ``PipeModelRunner`` sends one; stock
+            LLVM never does. ``None`` (default): required with ``json`` and
+            ``protobuf``, which only mlbridge's runner speaks, not with ``bitstream``.
+        on_outcome: Called with each :class:`Outcome` as it arrives (while
+            :meth:`evaluate` waits for the next observation).
         capture: A file (path, or a binary file object that stays the caller's) to tee the
             traffic into: every record the compiler sends, byte for byte, and (with
             ``capture_advice``) each reply as an advice record of the same SerDes (for
@@ -450,6 +514,18 @@ class PipeCompilerInterface:
             result is a stream :func:`mlbridge.logs.read_log` reads.
         capture_advice: Whether to capture the replies too; without them a ``bitstream``
             capture is byte-identical to what the compiler wrote.
+
+    For training, the compiler may report the outcome of an observation later (an
+    outcome message with the header's ``score`` spec): it is attached to the observation
+    (:attr:`Observation.outcome`), queued for :meth:`outcomes`, and passed to
+    ``on_outcome``::
+
+        trajectory = []
+        while (obs := ci.evaluate()) is not None:
+            action = agent.act(obs)
+            ci.respond(action)
+            trajectory.append((obs, action))
+        rewards = [obs.outcome for obs, _ in trajectory]
 
     The FIFOs are opened on the first :meth:`evaluate` (or :meth:`connect`); :meth:`close`
     closes them (the owner of the files, e.g. :class:`FifoChannel`, removes them).
@@ -464,6 +540,8 @@ class PipeCompilerInterface:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         capture: str | os.PathLike[str] | BinaryIO | None = None,
         capture_advice: bool = True,
+        require_end: bool | None = None,
+        on_outcome: Callable[[Outcome], None] | None = None,
     ) -> None:
         self._in_fd = -1
         self._out_fd = -1
@@ -481,6 +559,14 @@ class PipeCompilerInterface:
         self.context: str | None = None
         self._pending: Observation | None = None
         self._finished = False
+        #: Whether the compiler sent an end record.
+        self.ended = False
+        self.require_end = self._serdes.name != "bitstream" if require_end is None else require_end
+        self._on_outcome = on_outcome
+        self._outcomes: list[Outcome] = []
+        # Observations of the current context that may still get an outcome (only kept
+        # when the header has a score spec).
+        self._sent: dict[int, Observation] = {}
         #: Number of observations answered so far.
         self.answered = 0
         self._capture_advice = capture_advice
@@ -533,13 +619,15 @@ class PipeCompilerInterface:
     def evaluate(self) -> Observation | None:
         """Wait for the next observation; ``None`` when the compiler ends the session.
 
-        The session ends when the compiler closes ``<base>.out`` between records or sends
-        an end record. Header and context records are absorbed (:attr:`header`,
-        :attr:`context`).
+        The session ends when the compiler sends an end record, or closes ``<base>.out``
+        between records (unless an end record is required: see ``require_end``). Header,
+        context and outcome records are absorbed (:attr:`header`, :attr:`context`,
+        :attr:`Observation.outcome`).
 
         Raises:
             PipeTimeoutError: If a read waits longer than ``timeout``.
-            PipeClosedError: If the compiler closes the pipe in the middle of a record.
+            PipeClosedError: If the compiler closes the pipe in the middle of a record, or
+                without an end record when one is required.
             PipeError: If called while an observation is still unanswered.
             SerDesError: If the compiler sends malformed records.
         """
@@ -561,25 +649,64 @@ class PipeCompilerInterface:
                     f"{self.out_path}: the compiler closed the pipe in the middle of a record "
                     f"that started at byte offset {start}: {e}"
                 ) from e
-            if record is None or isinstance(record, End):
+            if isinstance(record, End):
                 self._finished = True
+                self.ended = True
+                return None
+            if record is None:
+                self._finished = True
+                if self.require_end:
+                    raise PipeClosedError(
+                        f"{self.out_path}: the compiler closed the pipe without ending the "
+                        "session (no end record): it stopped before finishing, e.g. it "
+                        "crashed or was killed"
+                    )
                 return None
             if isinstance(record, Header):
                 self.header = record
             elif isinstance(record, Context):
                 self.context = record.name
+                self._sent.clear()
             elif record.kind is MessageKind.OBSERVATION:
                 if self.header is None:  # only reachable for self-describing SerDes
                     raise PipeError(
                         f"{self.out_path}: observation {record.id} came before any header"
                     )
                 self._pending = Observation(record, self.context, self.header)
+                if self.header.score is not None:
+                    self._sent[record.id] = self._pending
                 return self._pending
+            elif record.kind is MessageKind.OUTCOME:
+                self._take_outcome(record)
             else:
                 raise PipeError(
                     f"{self.out_path}: unexpected {record.kind.value} message {record.id} from "
                     "the compiler (expected an observation)"
                 )
+
+    def _take_outcome(self, record: Message) -> None:
+        obs = self._sent.get(record.id)
+        if obs is None:
+            raise PipeError(
+                f"{self.out_path}: an outcome for observation {record.id} of context "
+                f"{self.context!r}, which the compiler did not send in this context"
+            )
+        if len(record.tensors) != 1:
+            raise PipeError(
+                f"{self.out_path}: the outcome of observation {record.id} holds "
+                f"{len(record.tensors)} tensors, expected one (the score)"
+            )
+        score = record.tensors[0].array
+        obs.outcome = score
+        outcome = Outcome(self.context, record.id, score, obs)
+        self._outcomes.append(outcome)
+        if self._on_outcome is not None:
+            self._on_outcome(outcome)
+
+    def outcomes(self) -> list[Outcome]:
+        """The outcomes that arrived since the last call, in order (and forget them)."""
+        taken, self._outcomes = self._outcomes, []
+        return taken
 
     def _advice_tensor(self, advice: object) -> Tensor:
         assert self.header is not None
@@ -726,6 +853,7 @@ def drive_compiler(
     parent: str | os.PathLike[str] | None = None,
     capture: str | os.PathLike[str] | BinaryIO | None = None,
     capture_advice: bool = True,
+    require_end: bool | None = None,
 ) -> DriveResult:
     """Run a compiler on a fresh private channel and answer it with ``policy``.
 
@@ -744,6 +872,7 @@ def drive_compiler(
         parent: Where to make the private channel folder.
         capture: Tee the traffic into this file (see :class:`PipeCompilerInterface`).
         capture_advice: Whether the capture includes the replies.
+        require_end: See :class:`PipeCompilerInterface`.
 
     Raises:
         PipeClosedError: If the compiler exits before opening the FIFOs.
@@ -777,6 +906,7 @@ def drive_compiler(
                 connect_timeout=connect_timeout,
                 capture=capture,
                 capture_advice=capture_advice,
+                require_end=require_end,
             ) as ci:
                 ci.connect(abort)
                 answered = ci.run(traced)

@@ -1,4 +1,5 @@
-//===- Advisors.h - Advisor and runner choice of the LLVM plugins -*- C++ -*-===//
+//===- Advisors.h - Advisor and runner choice of the LLVM plugins -*- C++
+//-*-===//
 //
 // Part of mlbridge. The opt and llc plugins let the user pick where decisions
 // come from with command-line options; this builds the chosen model runner

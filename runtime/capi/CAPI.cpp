@@ -14,6 +14,7 @@
 #include "mlbridge/mlbridge.h"
 
 #include "mlbridge/MLModelRunner.h"
+#include "mlbridge/PipeModelRunner.h"
 #include "mlbridge/SerDes/SerDes.h"
 
 #include <cstring>
@@ -23,6 +24,8 @@ using namespace mlbridge;
 
 struct mlbridge_runner {
   std::unique_ptr<MLModelRunner> Runner;
+  /// Runner, when it is a pipe runner.
+  PipeModelRunner *Pipe = nullptr;
 };
 
 struct mlbridge_serdes {
@@ -181,6 +184,66 @@ mlbridge_status mlbridge_runner_create_callback(
   auto Handle = std::make_unique<mlbridge_runner>();
   Handle->Runner = std::move(*R);
   *Out = Handle.release();
+  return MLBRIDGE_OK;
+}
+
+mlbridge_status mlbridge_runner_create_pipe(
+    const mlbridge_tensor_spec *Features, size_t NumFeatures,
+    const mlbridge_tensor_spec *Advice, const char *Base, const char *SerDes,
+    int64_t TimeoutMs, mlbridge_runner **Out) {
+  if (!Out || !Advice || !Base || !SerDes || (NumFeatures && !Features))
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
+                "mlbridge_runner_create_pipe: null argument");
+  *Out = nullptr;
+  if (TimeoutMs <= 0)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
+                "mlbridge_runner_create_pipe: the timeout must be positive, "
+                "got " +
+                    Twine(TimeoutMs) + " ms");
+  std::vector<TensorSpec> Specs;
+  for (size_t I = 0; I < NumFeatures; ++I) {
+    Expected<TensorSpec> S = toSpec(&Features[I]);
+    if (!S)
+      return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, S.takeError());
+    Specs.push_back(std::move(*S));
+  }
+  Expected<TensorSpec> AdviceSpec = toSpec(Advice);
+  if (!AdviceSpec)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, AdviceSpec.takeError());
+  Expected<SerDesKind> Kind = parseSerDesKind(SerDes);
+  if (!Kind)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Kind.takeError());
+  PipeModelRunnerOptions O;
+  O.ChannelBase = Base;
+  O.Kind = *Kind;
+  O.ConnectTimeout = O.Timeout = std::chrono::milliseconds(TimeoutMs);
+  O.CreateFifos = true;
+  Expected<std::unique_ptr<PipeModelRunner>> R = PipeModelRunner::create(
+      std::move(Specs), std::move(*AdviceSpec), std::move(O));
+  if (!R)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, R.takeError());
+  auto Handle = std::make_unique<mlbridge_runner>();
+  Handle->Pipe = R->get();
+  Handle->Runner = std::move(*R);
+  *Out = Handle.release();
+  return MLBRIDGE_OK;
+}
+
+mlbridge_status mlbridge_runner_switch_context(mlbridge_runner *Runner,
+                                               const char *Name) {
+  if (!Runner || !Name)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, "null runner or name");
+  if (Error E = Runner->Runner->switchContext(Name))
+    return fail(MLBRIDGE_ERROR_MODEL, std::move(E));
+  return MLBRIDGE_OK;
+}
+
+mlbridge_status mlbridge_runner_finish(mlbridge_runner *Runner) {
+  if (!Runner)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, "null runner");
+  if (Runner->Pipe)
+    if (Error E = Runner->Pipe->finish())
+      return fail(MLBRIDGE_ERROR_MODEL, std::move(E));
   return MLBRIDGE_OK;
 }
 

@@ -449,9 +449,8 @@ Error PipeModelRunner::sendOutcome(int64_t ObservationId,
   if (Error E = Out->encodeMessage(MessageKind::Outcome, ObservationId,
                                    ArrayRef<TensorRef>(Ref), Data))
     return E; // nothing was sent
-  return fail(
-      writeAll(Data, formatv("the outcome of observation {0}", ObservationId)
-                         .str()));
+  return fail(writeAll(
+      Data, formatv("the outcome of observation {0}", ObservationId).str()));
 }
 
 Error PipeModelRunner::changeSpecs(std::vector<TensorSpec> Features,

@@ -7,11 +7,23 @@
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
+#define _POSIX_C_SOURCE 200809L
+
 #include "mlbridge/mlbridge.h"
 
+#include <dirent.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
 
 static int Passed = 0;
 static int Failed = 0;
@@ -200,6 +212,118 @@ static void testSerDes(const char *Kind) {
   mlbridge_serdes_destroy(D);
 }
 
+/* Waits at most BoundSeconds for Pid; kills it after that. Its exit code, or
+   -1 if it did not exit normally. */
+static int waitBounded(pid_t Pid, int BoundSeconds) {
+  struct timespec Step = {0, 10 * 1000 * 1000};
+  for (int I = 0; I < BoundSeconds * 100; ++I) {
+    int Status = 0;
+    pid_t R = waitpid(Pid, &Status, WNOHANG);
+    if (R == Pid)
+      return WIFEXITED(Status) ? WEXITSTATUS(Status) : -1;
+    if (R < 0)
+      return -1;
+    nanosleep(&Step, NULL);
+  }
+  kill(Pid, SIGKILL);
+  waitpid(Pid, NULL, 0);
+  return -1;
+}
+
+/* Entries of Dir other than . and .. */
+static int countEntries(const char *Dir) {
+  DIR *D = opendir(Dir);
+  if (!D)
+    return -1;
+  int N = 0;
+  struct dirent *E;
+  while ((E = readdir(D)) != NULL)
+    if (strcmp(E->d_name, ".") != 0 && strcmp(E->d_name, "..") != 0)
+      ++N;
+  closedir(D);
+  return N;
+}
+
+/* The pipe runner against a real model: test/unit/pipe_model.py (Python,
+   mlbridge.compiler.pipe) started with posix_spawn. Every wait is bounded. */
+static void testPipeRunner(const char *SerDes) {
+  char Dir[] = "/tmp/mlbridge-capi-pipe-XXXXXX";
+  CHECK(mkdtemp(Dir) != NULL);
+  char Base[sizeof(Dir) + 16];
+  snprintf(Base, sizeof(Base), "%s/channel", Dir);
+
+  const int64_t One[] = {1};
+  const int64_t Three[] = {3};
+  mlbridge_tensor_spec Features[2] = {{"x", MLBRIDGE_INT64, One, 1},
+                                      {"v", MLBRIDGE_FLOAT, Three, 1}};
+  mlbridge_tensor_spec Advice = {"d", MLBRIDGE_INT64, One, 1};
+  mlbridge_runner *R = NULL;
+  CHECK(mlbridge_runner_create_pipe(Features, 2, &Advice, Base, SerDes, 20000,
+                                    &R) == MLBRIDGE_OK);
+  if (!R)
+    return;
+
+  /* The model: sum of every feature element. */
+  char Script[4096];
+  snprintf(Script, sizeof(Script), "%s/test/unit/pipe_model.py",
+           MLBRIDGE_SOURCE_DIR);
+  char *Argv[] = {(char *)MLBRIDGE_PYTHON, Script,        Base,
+                  (char *)SerDes,          (char *)"sum", NULL};
+  pid_t Pid = -1;
+  CHECK(posix_spawn(&Pid, MLBRIDGE_PYTHON, NULL, NULL, Argv, environ) == 0);
+
+  CHECK(mlbridge_runner_switch_context(R, "main") == MLBRIDGE_OK);
+  for (int64_t I = 0; I < 3; ++I) {
+    float V[3] = {1.0f, 2.0f, (float)I};
+    int64_t D = -1;
+    CHECK(mlbridge_runner_set_feature(R, "x", MLBRIDGE_INT64, &I, 1) ==
+          MLBRIDGE_OK);
+    CHECK(mlbridge_runner_set_feature(R, "v", MLBRIDGE_FLOAT, V, 3) ==
+          MLBRIDGE_OK);
+    CHECK(mlbridge_runner_evaluate_scalar(R, MLBRIDGE_INT64, &D) ==
+          MLBRIDGE_OK);
+    CHECK(D == 2 * I + 3);
+  }
+  CHECK(mlbridge_runner_finish(R) == MLBRIDGE_OK);
+  CHECK(mlbridge_runner_finish(R) == MLBRIDGE_OK);
+  int64_t After = 0;
+  CHECK(mlbridge_runner_evaluate_scalar(R, MLBRIDGE_INT64, &After) ==
+        MLBRIDGE_ERROR_MODEL);
+  CHECK(strstr(mlbridge_last_error(), "finished") != NULL);
+  if (Pid > 0)
+    CHECK(waitBounded(Pid, 60) == 0); /* it saw the end of the session */
+  mlbridge_runner_destroy(R);         /* removes the FIFOs it made */
+  CHECK(countEntries(Dir) == 0);
+  rmdir(Dir);
+}
+
+/* No model: a bounded wait and an error naming the FIFO. */
+static void testPipeRunnerWithoutModel(void) {
+  char Dir[] = "/tmp/mlbridge-capi-pipe-XXXXXX";
+  CHECK(mkdtemp(Dir) != NULL);
+  char Base[sizeof(Dir) + 16];
+  snprintf(Base, sizeof(Base), "%s/channel", Dir);
+  const int64_t One[] = {1};
+  mlbridge_tensor_spec Features[1] = {{"x", MLBRIDGE_INT64, One, 1}};
+  mlbridge_tensor_spec Advice = {"d", MLBRIDGE_INT64, One, 1};
+  mlbridge_runner *R = NULL;
+  CHECK(mlbridge_runner_create_pipe(Features, 1, &Advice, Base, "yaml", 100,
+                                    &R) == MLBRIDGE_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(mlbridge_last_error(), "yaml") != NULL);
+  CHECK(mlbridge_runner_create_pipe(Features, 1, &Advice, Base, "json", 0,
+                                    &R) == MLBRIDGE_ERROR_INVALID_ARGUMENT);
+  CHECK(mlbridge_runner_create_pipe(Features, 1, &Advice, Base, "bitstream",
+                                    100, &R) == MLBRIDGE_OK);
+  int64_t D = 0;
+  CHECK(mlbridge_runner_evaluate_scalar(R, MLBRIDGE_INT64, &D) ==
+        MLBRIDGE_ERROR_MODEL);
+  CHECK(strstr(mlbridge_last_error(),
+               "channel.out for reading within 100 ms") != NULL);
+  mlbridge_runner_destroy(R);
+  CHECK(countEntries(Dir) == 0);
+  rmdir(Dir);
+}
+
 int main(void) {
   CHECK(strcmp(mlbridge_element_type_name(MLBRIDGE_INT64), "int64_t") == 0);
   CHECK(mlbridge_element_type_name((mlbridge_element_type)42) == NULL);
@@ -209,6 +333,9 @@ int main(void) {
         MLBRIDGE_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(mlbridge_last_error(), "yaml") != NULL);
   testRunner();
+  testPipeRunner("bitstream");
+  testPipeRunner("json");
+  testPipeRunnerWithoutModel();
   testSerDes("bitstream");
   testSerDes("json");
   mlbridge_serdes *P = NULL;

@@ -25,6 +25,7 @@ from mlbridge import InvalidTensorError, MLBridgeError
 from mlbridge.compiler.pipe import (
     FifoChannel,
     Observation,
+    Outcome,
     PipeCompilerInterface,
     remove_stale_channels,
 )
@@ -422,9 +423,10 @@ def test_self_describing_serdes_reply_with_an_advice_record(
             data += c.read_reply(1)
             try:
                 got.append(s.decode(BytesReader(data)))
-                return
+                break
             except MLBridgeError:
                 continue
+        c.write(stream(End(), serdes=serdes)[0])  # mlbridge's runner ends the session
 
     fake = FakeCompiler(channel.base, script).start()
     with PipeCompilerInterface(channel.base, serdes, timeout=BOUND, connect_timeout=BOUND) as ci:
@@ -446,3 +448,158 @@ def test_dynamic_advice_cannot_be_a_raw_reply(channel: FifoChannel) -> None:
         with pytest.raises(PipeError, match="dynamic shape"):
             ci.respond([1, 2])
     fake.join()
+
+
+# -- mlbridge's extensions: end of session, outcomes, per-request specs ------------------
+
+
+@pytest.mark.parametrize("serdes", ["json", "protobuf"])
+def test_record_serdes_require_an_end_record(channel: FifoChannel, serdes: str) -> None:
+    # Only mlbridge's runner speaks json/protobuf, and it always ends with an end record:
+    # the end of input without one means the compiler stopped early (crashed).
+    fake = FakeCompiler(channel.base, lambda c: c.write(stream(HEADER, serdes=serdes)[0]))
+    fake.start()
+    with PipeCompilerInterface(channel.base, serdes, timeout=BOUND, connect_timeout=BOUND) as ci:
+        with pytest.raises(PipeClosedError, match="without ending the session"):
+            ci.evaluate()
+        assert not ci.ended
+    fake.join()
+
+
+def test_bitstream_end_record_on_request_and_eof_after_it(channel: FifoChannel) -> None:
+    # Stock LLVM never sends an end record: by default a clean EOF ends the session
+    # (test_compiler_closing_between_records_ends_the_session); require_end=True is for
+    # mlbridge's runner speaking bitstream.
+    def script(c: FakeCompiler) -> None:
+        header, obs, end = stream(HEADER, observation(0), End())
+        c.write(header + obs)
+        c.read_reply(8)
+        c.write(end)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(
+        channel.base, timeout=BOUND, connect_timeout=BOUND, require_end=True
+    ) as ci:
+        assert ci.run(lambda obs: 1) == 1
+        assert ci.ended
+        fake.join()  # the compiler has closed: EOF after the end record is fine
+        assert ci.evaluate() is None
+    fake.join()
+
+    fake = FakeCompiler(channel.base, lambda c: c.write(stream(HEADER)[0])).start()
+    with PipeCompilerInterface(
+        channel.base, timeout=BOUND, connect_timeout=BOUND, require_end=True
+    ) as ci:
+        with pytest.raises(PipeClosedError, match=r"channel\.out: .*no end record"):
+            ci.evaluate()
+    fake.join()
+
+
+SCORE = TensorSpec("reward", ElementType.FLOAT, (1,))
+
+
+def outcome(i: int, value: float) -> Message:
+    return Message(MessageKind.OUTCOME, i, (Tensor("reward", ElementType.FLOAT, [value]),))
+
+
+@pytest.mark.parametrize("serdes", ["bitstream", "json"])
+def test_outcomes_reach_their_observations(channel: FifoChannel, serdes: str) -> None:
+    header = Header((INT, VEC), ADVICE, score=SCORE)
+
+    def script(c: FakeCompiler) -> None:
+        s = get_serdes(serdes)
+        reply = 8 if serdes == "bitstream" else None
+        c.write(s.encode(header) + s.encode(Context("f")) + s.encode(observation(0)))
+        read_reply(c, s, reply)
+        c.write(s.encode(observation(1)))
+        read_reply(c, s, reply)
+        # The rewards come once the compiler knows them, here at the end of the context.
+        c.write(s.encode(outcome(1, -0.5)) + s.encode(outcome(0, 2.0)))
+        c.write(s.encode(Context("g")) + s.encode(observation(0)))
+        read_reply(c, s, reply)
+        c.write(s.encode(outcome(0, 1.0)) + s.encode(End()))
+
+    seen: list[Outcome] = []
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(
+        channel.base, serdes, timeout=BOUND, connect_timeout=BOUND, on_outcome=seen.append
+    ) as ci:
+        trajectory = []
+        while (obs := ci.evaluate()) is not None:
+            assert obs.outcome is None  # not known yet when the decision is made
+            ci.respond(int(obs["x"][0]))
+            trajectory.append(obs)
+        assert ci.ended
+        assert [(o.context, o.id, float(o.outcome[0])) for o in trajectory] == [
+            ("f", 0, 2.0),
+            ("f", 1, -0.5),
+            ("g", 0, 1.0),
+        ]
+        taken = ci.outcomes()
+        assert [(o.context, o.id, float(o.score[0])) for o in taken] == [
+            ("f", 1, -0.5),
+            ("f", 0, 2.0),
+            ("g", 0, 1.0),
+        ]
+        assert taken[0].observation is trajectory[1]
+        assert ci.outcomes() == []
+        assert seen == taken
+    fake.join()
+
+
+def read_reply(c: FakeCompiler, s, size: int | None) -> None:
+    """Read one reply: ``size`` raw bytes, or one record of ``s``."""
+    if size is not None:
+        c.read_reply(size)
+        return
+    data = b""
+    while True:
+        data += c.read_reply(1)
+        try:
+            if s.decode(BytesReader(data)) is not None:
+                return
+        except MLBridgeError:
+            continue
+
+
+def test_outcome_for_an_unknown_observation_is_an_error(channel: FifoChannel) -> None:
+    header = Header((INT, VEC), ADVICE, score=SCORE)
+
+    def script(c: FakeCompiler) -> None:
+        h, o, bad = stream(header, observation(0), outcome(5, 1.0))
+        c.write(h + o)
+        c.read_reply(8)
+        c.write(bad)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        assert ci.evaluate() is not None
+        ci.respond(0)
+        with pytest.raises(PipeError, match="outcome for observation 5"):
+            ci.evaluate()
+    fake.join()
+
+
+def test_a_new_header_mid_stream_changes_the_specs(channel: FifoChannel) -> None:
+    other = Header((TensorSpec("y", ElementType.INT32, (2,)),), ADVICE)
+
+    def script(c: FakeCompiler) -> None:
+        o2 = Message.observation(1, [Tensor("y", ElementType.INT32, [3, 4])])
+        h1, o1, h2, o2 = stream(HEADER, observation(0), other, o2)
+        c.write(h1 + o1)
+        c.read_reply(8)
+        c.write(h2 + o2)
+        c.read_reply(8)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        first = ci.evaluate()
+        assert first is not None and list(first) == ["x", "v"]
+        ci.respond(0)
+        second = ci.evaluate()
+        assert second is not None and second.header == other
+        assert list(second) == ["y"] and list(second["y"]) == [3, 4]
+        ci.respond(int(second["y"].sum()))
+        assert ci.evaluate() is None
+    fake.join()
+    assert fake.replies[1] == np.int64(7).tobytes()

@@ -146,6 +146,14 @@ template <typename T> std::string rawBytes(T V) {
   return std::string(reinterpret_cast<const char *>(&V), sizeof(T));
 }
 
+/// The contents of file \p Path.
+std::string readFile(const std::string &Path, bool &Found) {
+  auto Buf = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false,
+                                         /*RequiresNullTerminator=*/false);
+  Found = static_cast<bool>(Buf);
+  return Found ? (*Buf)->getBuffer().str() : std::string();
+}
+
 /// Runs \p Body on a thread and joins it on destruction.
 class ModelThread {
 public:
@@ -207,10 +215,13 @@ TEST_F(PipeRunnerTest, SpeaksLLVMsProtocolByteForByte) {
 /// Runs test/unit/pipe_model.py with the venv's Python; returns its exit code.
 class PythonModel {
 public:
-  PythonModel(StringRef Base, StringRef SerDes, StringRef Policy) {
+  PythonModel(StringRef Base, StringRef SerDes, StringRef Policy,
+              StringRef Report = "") {
     std::string Python = MLBRIDGE_PYTHON;
     Script = std::string(MLBRIDGE_SOURCE_DIR) + "/test/unit/pipe_model.py";
     Args = {Python, Script, Base.str(), SerDes.str(), Policy.str()};
+    if (!Report.empty())
+      Args.push_back(Report.str());
     std::vector<StringRef> Argv(Args.begin(), Args.end());
     std::string Err;
     bool Failed = false;
@@ -448,6 +459,168 @@ TEST_F(PipeRunnerTest, DynamicAdviceNeedsARecordSerDes) {
                                         options())
                     .takeError());
   EXPECT_CONTAINS(Msg, "dynamic shape");
+}
+
+// -- mlbridge's extensions: end of session, outcomes, per-request specs ------
+
+TEST_F(PipeRunnerTest, FinishSendsAnEndRecordAndClosesTheFifos) {
+  MLB_ASSERT_VALUE(R, PipeModelRunner::create(
+                          specs(), createSpec<int64_t>("d", {1}), options()));
+  std::string Header, Obs, End, After = "unset";
+  {
+    ModelThread M([&] {
+      RawModel Model(Base);
+      if (!Model.open())
+        return;
+      Header = Model.readLine();
+      Obs =
+          Model.read(std::string("{\"observation\":0}\n").size() + 8 + 12 + 1);
+      Model.write(rawBytes<int64_t>(1));
+      End = Model.readLine();
+      After = Model.read(1); // end of file: the runner closed <base>.out
+    });
+    Expected<int64_t> A = R->evaluate<int64_t>();
+    ASSERT_TRUE(static_cast<bool>(A)) << errorText(A.takeError());
+    MLB_ASSERT_OK(R->finish());
+    MLB_ASSERT_OK(R->finish()); // idempotent
+  }
+  EXPECT_EQ(End, "{\"end\":true}\n");
+  EXPECT_EQ(After, "");
+  EXPECT_CONTAINS(errorText(R->evaluate<int64_t>().takeError()),
+                  "the session was finished");
+}
+
+TEST_F(PipeRunnerTest, DestructionEndsTheSessionUnlessTurnedOff) {
+  for (bool SendEnd : {true, false}) {
+    PipeModelRunnerOptions O = options();
+    O.SendEnd = SendEnd;
+    std::string Rest = "unset";
+    {
+      MLB_ASSERT_VALUE(R, PipeModelRunner::create(
+                              specs(), createSpec<int64_t>("d", {1}), O));
+      ModelThread M([&] {
+        RawModel Model(Base);
+        if (!Model.open())
+          return;
+        Model.readLine();       // header
+        Model.readLine();       // context
+        Rest = Model.read(100); // until the end of file
+      });
+      MLB_ASSERT_OK(R->switchContext("f"));
+      R.reset(); // ends the session while the model waits
+    }
+    EXPECT_EQ(Rest, SendEnd ? "{\"end\":true}\n" : "") << SendEnd;
+  }
+}
+
+TEST_F(PipeRunnerTest, OutcomesAreCheckedBeforeSending) {
+  PipeModelRunnerOptions O = options();
+  MLB_ASSERT_VALUE(NoScore, PipeModelRunner::create(
+                                specs(), createSpec<int64_t>("d", {1}), O));
+  EXPECT_CONTAINS(
+      errorText(NoScore->sendOutcome(0, TensorValue::scalar<float>("r", 1.0f))),
+      "needs a score spec");
+  O.Score = createSpec<float>("reward", {1});
+  MLB_ASSERT_VALUE(
+      R, PipeModelRunner::create(specs(), createSpec<int64_t>("d", {1}), O));
+  EXPECT_CONTAINS(
+      errorText(R->sendOutcome(0, TensorValue::scalar<double>("reward", 1.0))),
+      "does not match the score spec 'reward' (float)");
+  EXPECT_CONTAINS(
+      errorText(R->sendOutcome(0, TensorValue::scalar<float>("reward", 1.0f))),
+      "no observation 0 in this context");
+}
+
+TEST_F(PipeRunnerTest, OutcomeAndNewHeaderBytesForLLVMsLayout) {
+  PipeModelRunnerOptions O = options();
+  O.Score = createSpec<float>("reward", {1});
+  MLB_ASSERT_VALUE(
+      R, PipeModelRunner::create(specs(), createSpec<int64_t>("d", {1}), O));
+  std::string Header, Outcome, Header2, Obs2;
+  {
+    ModelThread M([&] {
+      RawModel Model(Base);
+      if (!Model.open())
+        return;
+      Header = Model.readLine();
+      Model.read(std::string("{\"observation\":0}\n").size() + 8 + 12 + 1);
+      Model.write(rawBytes<int64_t>(1));
+      Outcome = Model.read(std::string("{\"outcome\":0}\n").size() + 4 + 1);
+      Header2 = Model.readLine();
+      Obs2 = Model.read(std::string("{\"observation\":1}\n").size() + 4 + 1);
+      Model.write(rawBytes<int64_t>(2));
+    });
+    Expected<int64_t> A = R->evaluate<int64_t>();
+    ASSERT_TRUE(static_cast<bool>(A)) << errorText(A.takeError());
+    MLB_ASSERT_OK(
+        R->sendOutcome(0, TensorValue::scalar<float>("reward", 0.5f)));
+    MLB_ASSERT_OK(R->changeSpecs({createSpec<int32_t>("y", {1})},
+                                 createSpec<int64_t>("d", {1})));
+    MLB_ASSERT_OK(R->setFeature("y", int32_t(9)));
+    Expected<int64_t> B = R->evaluate<int64_t>();
+    ASSERT_TRUE(static_cast<bool>(B)) << errorText(B.takeError());
+    EXPECT_EQ(*B, 2);
+    MLB_ASSERT_OK(R->finish());
+  }
+  // LLVM's training-log layout: the score spec before the advice spec.
+  EXPECT_CONTAINS(Header, "],\"score\":{\"name\":\"reward\",\"type\":"
+                          "\"float\",\"port\":0,\"shape\":[1]},\"advice\":");
+  EXPECT_EQ(Outcome, "{\"outcome\":0}\n" + rawBytes<float>(0.5f) + "\n");
+  EXPECT_EQ(Header2, "{\"features\":[{\"name\":\"y\",\"type\":\"int32_t\","
+                     "\"port\":0,\"shape\":[1]}],\"score\":{\"name\":"
+                     "\"reward\",\"type\":\"float\",\"port\":0,\"shape\":[1]},"
+                     "\"advice\":{\"name\":\"d\",\"type\":\"int64_t\","
+                     "\"port\":0,\"shape\":[1]}}\n");
+  EXPECT_EQ(Obs2, "{\"observation\":1}\n" + rawBytes<int32_t>(9) + "\n");
+}
+
+/// The extensions across processes: C++ runner, Python model side.
+TEST_F(PipeRunnerTest, PythonModelSideGetsOutcomesNewSpecsAndTheEnd) {
+  for (auto [Kind, Name] : {std::pair(SerDesKind::Bitstream, "bitstream"),
+                            std::pair(SerDesKind::JSON, "json")}) {
+    std::string Report = Dir + "/report.txt";
+    PythonModel Py(Base, Name, "sum", Report);
+    ASSERT_TRUE(Py.Started) << Py.StartError;
+    {
+      PipeModelRunnerOptions O = options(Kind);
+      O.Score = createSpec<float>("reward", {1});
+      MLB_ASSERT_VALUE(R, PipeModelRunner::create(
+                              specs(), createSpec<int64_t>("d", {1}), O));
+      MLB_ASSERT_OK(R->switchContext("f"));
+      for (int64_t I = 0; I < 2; ++I) {
+        MLB_ASSERT_OK(R->populateFeatures(
+            std::make_pair("x", I),
+            std::make_pair("v", std::vector<float>{1.0f, 2.0f, 3.0f})));
+        Expected<int64_t> A = R->evaluate<int64_t>();
+        ASSERT_TRUE(static_cast<bool>(A)) << errorText(A.takeError());
+        EXPECT_EQ(*A, I + 6);
+      }
+      // Rewards once known, in any order.
+      MLB_ASSERT_OK(
+          R->sendOutcome(1, TensorValue::scalar<float>("reward", 0.5f)));
+      MLB_ASSERT_OK(
+          R->sendOutcome(0, TensorValue::scalar<float>("reward", -1.0f)));
+      MLB_ASSERT_OK(R->switchContext("g"));
+      MLB_ASSERT_OK(R->changeSpecs({createSpec<int32_t>("y", {2})},
+                                   createSpec<int64_t>("d", {1})));
+      MLB_ASSERT_OK(R->setFeature("y", std::vector<int32_t>{3, 4}));
+      Expected<int64_t> B = R->evaluate<int64_t>();
+      ASSERT_TRUE(static_cast<bool>(B)) << errorText(B.takeError());
+      EXPECT_EQ(*B, 7);
+      MLB_ASSERT_OK(
+          R->sendOutcome(0, TensorValue::scalar<float>("reward", 2.0f)));
+    } // destruction sends the end record
+    EXPECT_EQ(Py.wait(), 0) << Name;
+    bool Found = false;
+    std::string Text = readFile(Report, Found);
+    ASSERT_TRUE(Found) << Report;
+    EXPECT_EQ(Text, "f 0 x,v -1\n"
+                    "f 1 x,v 0.5\n"
+                    "g 0 y 2\n"
+                    "ended\n")
+        << Name;
+    ::unlink(Report.c_str());
+  }
 }
 
 } // namespace

@@ -6,12 +6,17 @@
 (``mlbridge.compiler.pipe.FifoChannel``). Each decision is written to ``--log`` as one line
 (``<context> <id> <features...> -> <advice>``); a summary goes to stdout. With no
 compiler command, the script only waits for a compiler to connect (to test the bound).
-The exit status is the compiler's, or 1 with a message on stderr if the model side fails.
+With ``--answers N`` the model answers N observations, then closes its ends of the FIFOs
+(as a model that exits would) and waits (bounded) for the compiler to finish without it.
+``--require-end`` makes the end of input without an end record an error (mlbridge's
+``PipeModelRunner`` sends one). The exit status is the compiler's, or 1 with a message
+on stderr if the model side fails.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -32,6 +37,14 @@ def make_policy(name: str, log: TextIO | None) -> Any:
         bbs = int(obs["callee_basic_block_count"][0])
         advice = int(bbs <= 1)
         note(obs, f"callee_basic_block_count={bbs}", advice)
+        return advice
+
+    def blocks_mod(obs: Observation) -> int:
+        # For mlbridge-function-features: advice = -basic_block_count mod 4 (a class index
+        # of none/inline/size/speed), unlike the built-in policy for every sample function.
+        bbs = int(obs["basic_block_count"][0])
+        advice = -bbs % 4
+        note(obs, f"basic_block_count={bbs}", advice)
         return advice
 
     def inline_none(obs: Observation) -> int:
@@ -57,12 +70,41 @@ def make_policy(name: str, log: TextIO | None) -> Any:
         return advice
 
     return {
+        "blocks-mod": blocks_mod,
         "evict-first": evict_first,
         "inline-small": inline_small,
         "inline-none": inline_none,
         "priority-weight": priority_weight,
         "priority-constant": priority_constant,
     }[name]
+
+
+def answer_then_leave(command: list[str], policy: Any, args: argparse.Namespace) -> int:
+    """Start the compiler, answer ``args.answers`` observations, close the FIFOs, and wait
+    (bounded by ``args.timeout``) for the compiler to finish; its exit status."""
+    with FifoChannel(parent=args.tmpdir) as channel:
+        argv = [a.replace("{base}", str(channel.base)) for a in command]
+        proc = subprocess.Popen(argv)
+        try:
+            with PipeCompilerInterface(
+                channel.base,
+                args.serdes,
+                timeout=args.timeout,
+                connect_timeout=args.connect_timeout,
+            ) as ci:
+                ci.connect()
+                answered = 0
+                while answered < args.answers and (obs := ci.evaluate()) is not None:
+                    ci.respond(policy(obs))
+                    answered += 1
+            # The model side is gone: the compiler must cope on its own.
+            code = proc.wait(args.timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    print(f"pipe_policy: answered {answered}, then closed the FIFOs; compiler exit {code}")
+    return code
 
 
 def main(argv: list[str]) -> int:
@@ -75,7 +117,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--policy", default="inline-small",
         choices=[
-            "inline-small", "inline-none", "priority-weight", "priority-constant", "evict-first"
+            "inline-small", "inline-none", "priority-weight", "priority-constant", "evict-first",
+            "blocks-mod",
         ],
     )  # fmt: skip
     parser.add_argument("--log", type=Path)
@@ -83,10 +126,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--connect-timeout", type=float, default=60.0)
     parser.add_argument("--tmpdir", type=Path, help="parent of the private FIFO folder")
+    parser.add_argument("--answers", type=int, help="answer this many, then close the FIFOs")
+    parser.add_argument("--require-end", action="store_true", help="require an end record")
     args = parser.parse_args(argv)
 
     log = args.log.open("w") if args.log else None
     try:
+        if args.answers is not None:
+            return answer_then_leave(command, make_policy(args.policy, log), args)
         if not command:
             with FifoChannel(parent=args.tmpdir) as channel:
                 print(f"waiting on {channel.base}", file=sys.stderr)
@@ -98,6 +145,7 @@ def main(argv: list[str]) -> int:
         result = drive_compiler(
             command,
             make_policy(args.policy, log),
+            require_end=args.require_end or None,
             serdes=args.serdes,
             timeout=args.timeout,
             connect_timeout=args.connect_timeout,
