@@ -14,7 +14,13 @@
 ///                    [-1]; advice `y`, float [1]);
 ///   fifo             the floor: the same floats written raw to `<base>.out`
 ///                    (a uint32 length, then L floats), 4 raw bytes back on
-///                    `<base>.in`, no SerDes.
+///                    `<base>.in`, no SerDes;
+///   grpc             through mlbridge::GrpcModelRunner (ModelService/Evaluate
+///                    to the Python server at `--address`), same specs;
+///   grpc-floor       the gRPC floor: the same Evaluate call, but the floats
+///                    go straight into the `data` bytes of the one tensor (no
+///                    spec, no name, no mlbridge SerDes) and the reply's first
+///                    tensor holds 4 raw bytes.
 ///
 /// The weights are a hash of the index, computed identically by the Python
 /// side. Only the queries are timed (after connecting and a short warm-up).
@@ -23,6 +29,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlbridge/PipeModelRunner.h"
+#ifdef MLBRIDGE_HAVE_GRPC
+#include "mlbridge/GrpcModelRunner.h"
+#include "mlbridge/v1/model_service.grpc.pb.h"
+
+#include <grpcpp/grpcpp.h>
+#endif
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -72,6 +84,7 @@ float input(uint32_t Q, uint32_t I) {
 struct Options {
   std::string Mode;
   std::string Base;
+  std::string Address; // grpc, grpc-floor: the model server, host:port
   std::vector<uint32_t> Sizes;
   uint64_t Repeat = 1; // queries per size (the memory run: many small ones)
   uint64_t Warmup = 3;
@@ -230,9 +243,104 @@ private:
   bool Polled = false;
 };
 
+#ifdef MLBRIDGE_HAVE_GRPC
+class GrpcRunnerChannel final : public Channel {
+public:
+  explicit GrpcRunnerChannel(GrpcModelRunnerOptions RO) : RO(std::move(RO)) {}
+  Error connect() override {
+    auto Created =
+        GrpcModelRunner::create({createSpec<float>("x", {DynamicDim})},
+                                createSpec<float>("y", {1}), RO);
+    if (!Created)
+      return Created.takeError();
+    R = std::move(*Created);
+    R->setContext("roundtrip");
+    return Error::success();
+  }
+  Expected<float> query(ArrayRef<float> X) override {
+    if (Error E = R->setFeature("x", X))
+      return E;
+    return R->evaluate<float>();
+  }
+
+private:
+  GrpcModelRunnerOptions RO;
+  std::unique_ptr<GrpcModelRunner> R;
+};
+
+/// The gRPC floor: one Evaluate call per query with the floats copied once
+/// into the tensor's `data` bytes, no mlbridge SerDes on either side.
+class RawGrpcChannel final : public Channel {
+public:
+  RawGrpcChannel(std::string Address, int TimeoutMs)
+      : Address(std::move(Address)), TimeoutMs(TimeoutMs) {}
+
+  Error connect() override {
+    // The runner's channel arguments, so that only the SerDes differs.
+    grpc::ChannelArguments Args;
+    Args.SetMaxSendMessageSize(static_cast<int>(DefaultGrpcMaxMessageBytes));
+    Args.SetMaxReceiveMessageSize(static_cast<int>(DefaultGrpcMaxMessageBytes));
+    Args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    Ch = grpc::CreateCustomChannel(Address, grpc::InsecureChannelCredentials(),
+                                   Args);
+    if (!Ch->WaitForConnected(std::chrono::system_clock::now() +
+                              std::chrono::milliseconds(TimeoutMs)))
+      return createStringError(inconvertibleErrorCode(),
+                               "cannot connect to " + Address);
+    Stub = v1::ModelService::NewStub(Ch);
+    return Error::success();
+  }
+
+  Expected<float> query(ArrayRef<float> X) override {
+    v1::Observation Req;
+    Req.mutable_features()->add_tensors()->set_data(X.data(), X.size() * 4);
+    grpc::ClientContext Ctx;
+    Ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(TimeoutMs));
+    v1::TensorMessage Reply;
+    grpc::Status S = Stub->Evaluate(&Ctx, Req, &Reply);
+    if (!S.ok())
+      return createStringError(inconvertibleErrorCode(),
+                               "Evaluate to " + Address +
+                                   " failed: " + S.error_message());
+    float Y;
+    if (Reply.tensors_size() != 1 || Reply.tensors(0).data().size() != 4)
+      return createStringError(inconvertibleErrorCode(),
+                               "the reply is not one tensor of 4 bytes");
+    std::memcpy(&Y, Reply.tensors(0).data().data(), sizeof(Y));
+    return Y;
+  }
+
+private:
+  std::string Address;
+  int TimeoutMs;
+  std::shared_ptr<grpc::Channel> Ch;
+  std::unique_ptr<v1::ModelService::Stub> Stub;
+};
+#endif
+
 Expected<std::unique_ptr<Channel>> makeChannel(const Options &O) {
   if (O.Mode == "fifo")
     return std::make_unique<RawFifoChannel>(O.Base, O.TimeoutMs);
+  if (O.Mode == "grpc" || O.Mode == "grpc-floor") {
+#ifdef MLBRIDGE_HAVE_GRPC
+    if (O.Address.empty())
+      return createStringError(inconvertibleErrorCode(),
+                               "mode " + O.Mode + " needs --address");
+    if (O.Mode == "grpc-floor")
+      return std::make_unique<RawGrpcChannel>(O.Address, O.TimeoutMs);
+    GrpcModelRunnerOptions RO;
+    RO.Address = O.Address;
+    RO.Timeout = std::chrono::milliseconds(O.TimeoutMs);
+    RO.ConnectTimeout = std::chrono::milliseconds(O.TimeoutMs);
+    return std::make_unique<GrpcRunnerChannel>(std::move(RO));
+#else
+    return createStringError(inconvertibleErrorCode(),
+                             "mode " + O.Mode +
+                                 ": mlbridge was built without gRPC "
+                                 "(MLBRIDGE_ENABLE_GRPC=OFF)");
+#endif
+  }
   PipeModelRunnerOptions PO;
   PO.ChannelBase = O.Base;
   PO.Timeout = std::chrono::milliseconds(O.TimeoutMs);
@@ -244,9 +352,10 @@ Expected<std::unique_ptr<Channel>> makeChannel(const Options &O) {
   else if (O.Mode == "protobuf")
     PO.Kind = SerDesKind::Protobuf;
   else
-    return createStringError(inconvertibleErrorCode(),
-                             "unknown mode '" + O.Mode +
-                                 "' (bitstream, json, protobuf, fifo)");
+    return createStringError(
+        inconvertibleErrorCode(),
+        "unknown mode '" + O.Mode +
+            "' (bitstream, json, protobuf, fifo, grpc, grpc-floor)");
   auto R = PipeModelRunner::create({createSpec<float>("x", {DynamicDim})},
                                    createSpec<float>("y", {1}), PO);
   if (!R)
@@ -269,6 +378,8 @@ std::optional<Options> parseArgs(int Argc, char **Argv) {
       O.Mode = V->str();
     } else if (auto V = Value("--base")) {
       O.Base = V->str();
+    } else if (auto V = Value("--address")) {
+      O.Address = V->str();
     } else if (auto V = Value("--sizes")) {
       SmallVector<StringRef, 128> Parts;
       V->split(Parts, ',', -1, false);
@@ -291,7 +402,8 @@ std::optional<Options> parseArgs(int Argc, char **Argv) {
       return std::nullopt;
     }
   }
-  if (O.Mode.empty() || O.Base.empty() || O.Sizes.empty())
+  if (O.Mode.empty() || (O.Base.empty() && O.Address.empty()) ||
+      O.Sizes.empty())
     return std::nullopt;
   return O;
 }
@@ -405,7 +517,8 @@ int main(int Argc, char **Argv) {
   std::optional<Options> O = parseArgs(Argc, Argv);
   if (!O) {
     errs() << "usage: " << Argv[0]
-           << " --mode=bitstream|json|protobuf|fifo --base=PATH "
+           << " --mode=bitstream|json|protobuf|fifo --base=PATH | "
+              "--mode=grpc|grpc-floor --address=HOST:PORT "
               "--sizes=L1,L2,... [--repeat=N] [--warmup=N] "
               "[--timeout-ms=MS]\n";
     return 2;

@@ -10,7 +10,12 @@ against its own computation. For each transport, the total time of the 100 queri
 (timed in C++, after connecting and a warm-up) is measured ``--reps`` times; the floor is
 the same bytes echoed through a bare FIFO pair with no SerDes (C++ writes the floats raw,
 Python ``readv``s them into a numpy buffer, computes the same layer and writes 4 bytes
-back). A long run of many small queries measures peak RSS and RSS growth of both
+back). gRPC: the C++ ``GrpcModelRunner`` calls a model server from
+``mlbridge.compiler.grpc.serve`` (the same dense layer as its policy), on 127.0.0.1 with
+port 0 (the address comes back through a ready file); its floor is a bare gRPC call of
+the same service with the floats copied straight into the tensor's ``data`` bytes and a
+bare Python servicer (``np.frombuffer`` + the layer, 4 bytes back), no mlbridge SerDes on
+either side. A long run of many small queries measures peak RSS and RSS growth of both
 processes.
 
     .venv/bin/python bench/roundtrip.py              # full run (``make bench-roundtrip``)
@@ -32,7 +37,10 @@ import select
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,14 +74,17 @@ class Transport:
     label: str
 
 
-# The rows. A gRPC transport (GrpcModelRunner, mlbridge.compiler.grpc) is added here with
-# its own key, a compiler-side mode in RoundTrip.cpp and a model loop in serve_model().
+# The rows: each key is a --mode of RoundTrip.cpp and of serve_model().
 TRANSPORTS = {
     "bitstream": Transport("bitstream", "pipe + bitstream"),
     "json": Transport("json", "pipe + json"),
     "protobuf": Transport("protobuf", "pipe + protobuf"),
     "fifo": Transport("fifo", "FIFO floor (raw floats, no SerDes)"),
+    "grpc": Transport("grpc", "gRPC (GrpcModelRunner + serve)"),
+    "grpc-floor": Transport("grpc-floor", "gRPC floor (raw bytes field, no SerDes)"),
 }
+#: The transports whose model is a gRPC server (the others talk over a FIFO pair).
+GRPC_MODES = frozenset({"grpc", "grpc-floor"})
 
 
 def weights(n: int) -> np.ndarray:
@@ -172,10 +183,106 @@ def _serve_fifo(base: str, w: np.ndarray, warmup: int, timeout: float) -> dict:
     }
 
 
+class _Counter:
+    """Counts answered queries; records RSS and CPU time once the warm-up is over."""
+
+    def __init__(self, warmup: int) -> None:
+        self.warmup = warmup
+        self.answered = 0
+        self.rss_warm = -1
+        self.cpu_warm = 0.0
+
+    def tick(self) -> None:
+        """One more query answered (the compiler side asks one at a time)."""
+        self.answered += 1
+        if self.answered == self.warmup:
+            self.rss_warm, self.cpu_warm = rss_kib(), cpu_seconds()
+
+
+def _floor_servicer(w: np.ndarray, counter: _Counter) -> Any:
+    """The bare ModelService servicer of the gRPC floor: no mlbridge SerDes, no checks."""
+    from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2_grpc as pb_grpc
+    from mlbridge.serdes._proto.mlbridge.v1 import tensor_pb2
+
+    class FloorServicer(pb_grpc.ModelServiceServicer):  # type: ignore[misc]
+        def Evaluate(self, request: Any, context: Any) -> Any:  # noqa: N802
+            """The layer on the raw bytes of the first tensor; 4 raw bytes back."""
+            x = np.frombuffer(request.features.tensors[0].data, dtype=np.float32)
+            y = np.float32(np.dot(x, w[: x.size]) + BIAS)
+            reply = tensor_pb2.TensorMessage()
+            reply.tensors.add().data = y.tobytes()
+            counter.tick()
+            return reply
+
+    return FloorServicer()
+
+
+def _serve_grpc(mode: str, ready: str, w: np.ndarray, warmup: int, timeout: float) -> dict:
+    """Serve on 127.0.0.1 (port 0), write the address to ``ready``, stop at stdin's EOF."""
+    import grpc
+
+    from mlbridge.compiler.grpc import (
+        DEFAULT_MAX_MESSAGE_BYTES,
+        Observation,
+        serve,
+        write_ready_file,
+    )
+    from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2_grpc as pb_grpc
+
+    counter = _Counter(warmup)
+    if mode == "grpc":
+
+        def policy(obs: Observation) -> np.float32:
+            x = obs["x"]
+            counter.tick()
+            return np.float32(np.dot(x, w[: x.size]) + BIAS)
+
+        model_server = serve(policy, "127.0.0.1:0")
+        address, stop = model_server.address, model_server.stop
+    else:  # the floor: a bare server with the same thread pool and message limits
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=4),
+            options=[
+                ("grpc.max_send_message_length", DEFAULT_MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", DEFAULT_MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        pb_grpc.add_ModelServiceServicer_to_server(_floor_servicer(w, counter), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        address = f"127.0.0.1:{port}"
+
+        def stop(grace: float = 1.0) -> None:
+            server.stop(grace).wait(grace + 5.0)
+
+    try:
+        write_ready_file(ready, address)
+        # The driver closes our stdin once the compiler side has finished.
+        done = threading.Event()
+
+        def drain() -> None:
+            sys.stdin.buffer.read()
+            done.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        if not done.wait(timeout):
+            raise TimeoutError(f"the driver did not close stdin within {timeout} s")
+    finally:
+        stop()
+    return {
+        "answered": counter.answered,
+        "rss_kib_after_warmup": counter.rss_warm,
+        "cpu_seconds": cpu_seconds() - counter.cpu_warm,
+    }
+
+
 def serve_model(mode: str, base: str, max_len: int, warmup: int, timeout: float) -> int:
     """Run the model side of one session and print its JSON summary."""
     w = weights(max_len)
-    if mode == "fifo":
+    if mode in GRPC_MODES:
+        out = _serve_grpc(mode, base, w, warmup, timeout)
+    elif mode == "fifo":
         out = _serve_fifo(base, w, warmup, timeout)
     else:
         out = _serve_pipe(base, mode, w, warmup, timeout)
@@ -195,6 +302,43 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(10)
 
 
+def _run_grpc_session(
+    binary: Path, mode: str, sizes: list[int], repeat: int, warmup: int, timeout: float
+) -> dict[str, Any]:
+    """A gRPC session: the model server writes its address to a ready file, the
+    compiler side connects to it; closing the server's stdin stops it."""
+    from mlbridge.compiler.grpc import wait_for_ready_file
+
+    with tempfile.TemporaryDirectory(prefix="mlbridge-bench-grpc-") as tmp:
+        ready = str(Path(tmp) / "address")
+        model = subprocess.Popen(
+            [sys.executable, __file__, "--serve-model", mode, "--base", ready,
+             "--max-len", str(max(sizes)), "--warmup", str(warmup), "--timeout", str(timeout)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            address = wait_for_ready_file(ready, timeout, alive=lambda: model.poll() is None)
+            compiler = subprocess.Popen(
+                [str(binary), f"--mode={mode}", f"--address={address}",
+                 f"--sizes={','.join(map(str, sizes))}", f"--repeat={repeat}",
+                 f"--warmup={warmup}", f"--timeout-ms={int(timeout * 1000)}"],
+                stdout=subprocess.PIPE,
+            )  # fmt: skip
+            try:
+                c_out, _ = compiler.communicate(timeout=timeout)
+            finally:
+                _stop(compiler)
+            m_out, _ = model.communicate(timeout=timeout)  # closes its stdin: it stops
+        finally:
+            _stop(model)
+    if compiler.returncode != 0 or model.returncode != 0:
+        raise RuntimeError(
+            f"{mode}: compiler side exited {compiler.returncode}, model side exited "
+            f"{model.returncode} (see their messages above)"
+        )
+    return {"compiler": json.loads(c_out), "model": json.loads(m_out)}
+
+
 def run_session(
     binary: Path,
     mode: str,
@@ -205,6 +349,8 @@ def run_session(
     timeout: float = 300.0,
 ) -> dict[str, Any]:
     """One session: start the model and the compiler side, return both JSON summaries."""
+    if mode in GRPC_MODES:
+        return _run_grpc_session(binary, mode, sizes, repeat, warmup, timeout)
     with FifoChannel() as channel:
         base = str(channel.base)
         model = subprocess.Popen(
@@ -280,6 +426,10 @@ def measure(
         floor = out["fifo"]["total_seconds"]["median"]
         for m in out.values():
             m["ratio_to_floor"] = m["total_seconds"]["median"] / floor
+    if "grpc-floor" in out:
+        floor = out["grpc-floor"]["total_seconds"]["median"]
+        for key in GRPC_MODES & out.keys():
+            out[key]["ratio_to_grpc_floor"] = out[key]["total_seconds"]["median"] / floor
     return out
 
 
@@ -347,15 +497,25 @@ def markdown(result: dict[str, Any]) -> str:
                 f"{s['label']}: spread {t['spread']:.0%} is wide (> {WIDE_SPREAD:.0%}): the "
                 "machine was busy; compare medians with care."
             )
-    lines.append("| gRPC | — | — | — | — | — | — | — |")
-    lines += ["", "gRPC: not measured yet (rows to be added with the gRPC runner).", ""]
-    lines += ["Targets (reported, not asserted):", ""]
+    lines += [
+        "",
+        "× floor: to the FIFO floor. The gRPC floor is the same Evaluate call with the "
+        "floats copied straight into a bytes field and a bare Python servicer "
+        "(`np.frombuffer` + the layer), no mlbridge SerDes.",
+        "",
+        "Targets (reported, not asserted):",
+        "",
+    ]
     if "bitstream" in sweep and "ratio_to_floor" in sweep["bitstream"]:
         r = sweep["bitstream"]["ratio_to_floor"]
         ok = "met" if r <= TARGET_FLOOR_RATIO else "MISSED"
         lines.append(
             f"- pipe + bitstream within {TARGET_FLOOR_RATIO}x of the floor: {r:.2f}x, {ok}"
         )
+    if "grpc" in sweep and "ratio_to_grpc_floor" in sweep["grpc"]:
+        r = sweep["grpc"]["ratio_to_grpc_floor"]
+        ok = "met" if r <= TARGET_FLOOR_RATIO else "MISSED"
+        lines.append(f"- gRPC within {TARGET_FLOOR_RATIO}x of the gRPC floor: {r:.2f}x, {ok}")
     if "json" in sweep:
         t = sweep["json"]["total_seconds"]["median"]
         ok = "met" if t <= TARGET_JSON_SECONDS else "MISSED"
@@ -392,7 +552,7 @@ def main(argv: list[str]) -> int:
         default=None,
         help="the build folder (default: $MLBRIDGE_BUILD_DIR or build/)",
     )
-    parser.add_argument("--modes", default="bitstream,json,protobuf,fifo")
+    parser.add_argument("--modes", default=",".join(TRANSPORTS))
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--memory-queries", type=int, default=100_000)
     parser.add_argument("--memory-size", type=int, default=64)

@@ -84,8 +84,51 @@ def _fail(where: str, message: str) -> MalformedInputError:
     return MalformedInputError(f"{where}: {message}")
 
 
+def _fast_numbers(data: list[Any], etype: ElementType) -> np.ndarray[Any, np.dtype[Any]] | None:
+    """``data`` as a numeric ``etype`` by vectorized conversion; None to check element-wise.
+
+    numpy infers float64 from ints and floats, int64/uint64 from ints, and a string or
+    object dtype from anything else (strings, null, containers), which go to the checks. A
+    JSON bool would pass as 0 or 1: only elements equal to 0 or 1 are looked at one by one.
+    """
+    try:
+        arr = np.array(data)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    kind = arr.dtype.kind
+    if arr.ndim != 1 or kind not in "fiu":
+        return None
+    suspects = np.flatnonzero((arr == 0) | (arr == 1))
+    if suspects.size and any(type(data[i]) is bool for i in suspects.tolist()):
+        return None
+    if etype.is_floating:
+        # Exactly the element-wise path's values: float64, then one rounding to float32.
+        wide = arr if kind == "f" else arr.astype(np.float64)
+        if not np.isfinite(wide).all():
+            return None
+        if etype is ElementType.DOUBLE:
+            return wide
+        with np.errstate(over="ignore"):
+            narrow = wide.astype(np.float32)
+        return narrow if np.isfinite(narrow).all() else None  # overflow: an error
+    if kind == "f":
+        return None  # a fraction or exponent in an integer tensor: an error
+    info = np.iinfo(etype.numpy_dtype)
+    if int(arr.min()) < info.min or int(arr.max()) > info.max:
+        return None
+    return arr.astype(etype.numpy_dtype, copy=False)
+
+
 def decode_data(data: list[Any], etype: ElementType, where: str) -> np.ndarray[Any, np.dtype[Any]]:
-    """Convert a parsed ``data`` list to a flat numpy array of ``etype``, strictly."""
+    """Convert a parsed ``data`` list to a flat numpy array of ``etype``, strictly.
+
+    Numeric data takes a vectorized path (:func:`_fast_numbers`); anything it does not
+    accept is checked element by element, which also words the errors.
+    """
+    if data and etype.itemsize and etype is not ElementType.BOOL:
+        fast = _fast_numbers(data, etype)
+        if fast is not None:
+            return fast
     types = set(map(type, data))
     name = etype.llvm_name
     if etype is ElementType.STRING:

@@ -16,9 +16,11 @@
 
 #include "llvm/ADT/SmallString.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 using namespace llvm;
@@ -27,66 +29,98 @@ namespace mlbridge {
 
 static constexpr StringLiteral Name = "json";
 
-/// Lays out shortest round-trip digits as the doc says. \p Sci is what
-/// std::to_chars(scientific) wrote, e.g. "1.25e-07"; fixed notation is used
-/// for exponents in [MinFixed, MaxFixed].
-static void layoutFloat(StringRef Sci, int MinFixed, int MaxFixed,
-                        std::string &Out) {
-  if (Sci.consume_front("-"))
-    Out += '-';
-  auto [Mantissa, ExpText] = Sci.split('e');
-  int Exp = 0;
-  ExpText.consume_front("+");
-  ExpText.getAsInteger(10, Exp);
-  SmallString<32> Digits;
-  for (char C : Mantissa)
-    if (C != '.')
-      Digits += C;
-  if (Digits == "0") {
-    Out += "0.0";
-    return;
+/// The most characters one float or double element takes: a sign, 17
+/// digits, "0." and up to 5 leading zeros (fixed), or "e-308" (scientific);
+/// "\"-Infinity\"" is 11.
+static constexpr size_t MaxFloatChars = 32;
+
+/// Writes \p V at \p P in the layout of docs/serialization.md and returns the
+/// end. Calls std::to_chars(scientific) once, which gives the shortest
+/// round-trip digits as "d[.ddd]e<sign><2+ digits>", and re-lays them out in
+/// place: no allocation. Fixed notation for exponents in [MinFixed, MaxFixed].
+template <typename T>
+static char *formatFloating(T V, int MinFixed, int MaxFixed, char *P) {
+  if (std::isnan(V)) {
+    std::memcpy(P, "\"NaN\"", 5);
+    return P + 5;
   }
-  int NumDigits = static_cast<int>(Digits.size());
+  if (std::isinf(V)) {
+    if (V < 0) {
+      std::memcpy(P, "\"-Infinity\"", 11);
+      return P + 11;
+    }
+    std::memcpy(P, "\"Infinity\"", 10);
+    return P + 10;
+  }
+  char Buf[48];
+  char *End =
+      std::to_chars(Buf, Buf + sizeof(Buf), V, std::chars_format::scientific)
+          .ptr;
+  const char *S = Buf;
+  if (*S == '-') {
+    *P++ = '-';
+    ++S;
+  }
+  // Digits: S[0], then S[2..) up to 'e' when S[1] == '.'.
+  char Digits[24];
+  int NumDigits = 0;
+  Digits[NumDigits++] = *S++;
+  if (*S == '.')
+    for (++S; *S != 'e'; ++S)
+      Digits[NumDigits++] = *S;
+  ++S; // 'e'
+  bool NegExp = *S++ == '-';
+  int Exp = 0;
+  for (; S != End; ++S)
+    Exp = Exp * 10 + (*S - '0');
+  if (NegExp)
+    Exp = -Exp;
+  if (NumDigits == 1 && Digits[0] == '0') {
+    std::memcpy(P, "0.0", 3);
+    return P + 3;
+  }
   if (Exp >= MinFixed && Exp <= MaxFixed) {
     if (Exp < 0) {
-      Out += "0.";
-      Out.append(static_cast<size_t>(-Exp - 1), '0');
-      Out += Digits;
-    } else if (NumDigits <= Exp + 1) {
-      Out += Digits;
-      Out.append(static_cast<size_t>(Exp + 1 - NumDigits), '0');
-      Out += ".0";
-    } else {
-      Out.append(Digits.data(), Exp + 1);
-      Out += '.';
-      Out.append(Digits.data() + Exp + 1, NumDigits - Exp - 1);
+      *P++ = '0';
+      *P++ = '.';
+      for (int I = -Exp - 1; I > 0; --I)
+        *P++ = '0';
+      std::memcpy(P, Digits, NumDigits);
+      return P + NumDigits;
     }
-    return;
+    if (NumDigits <= Exp + 1) {
+      std::memcpy(P, Digits, NumDigits);
+      P += NumDigits;
+      for (int I = Exp + 1 - NumDigits; I > 0; --I)
+        *P++ = '0';
+      *P++ = '.';
+      *P++ = '0';
+      return P;
+    }
+    std::memcpy(P, Digits, Exp + 1);
+    P += Exp + 1;
+    *P++ = '.';
+    std::memcpy(P, Digits + Exp + 1, NumDigits - Exp - 1);
+    return P + (NumDigits - Exp - 1);
   }
-  Out += Digits[0];
+  *P++ = Digits[0];
   if (NumDigits > 1) {
-    Out += '.';
-    Out.append(Digits.data() + 1, NumDigits - 1);
+    *P++ = '.';
+    std::memcpy(P, Digits + 1, NumDigits - 1);
+    P += NumDigits - 1;
   }
-  Out += 'e';
-  Out += Exp < 0 ? '-' : '+';
-  Out += std::to_string(Exp < 0 ? -Exp : Exp);
+  *P++ = 'e';
+  *P++ = NegExp ? '-' : '+';
+  if (NegExp)
+    Exp = -Exp;
+  return std::to_chars(P, P + 8, Exp).ptr;
 }
 
 template <typename T>
 static void writeFloating(T V, int MinFixed, int MaxFixed, std::string &Out) {
-  if (std::isnan(V)) {
-    Out += "\"NaN\"";
-    return;
-  }
-  if (std::isinf(V)) {
-    Out += V < 0 ? "\"-Infinity\"" : "\"Infinity\"";
-    return;
-  }
-  char Buf[64];
-  std::to_chars_result R =
-      std::to_chars(Buf, Buf + sizeof(Buf), V, std::chars_format::scientific);
-  layoutFloat(StringRef(Buf, R.ptr - Buf), MinFixed, MaxFixed, Out);
+  char Buf[MaxFloatChars];
+  char *End = formatFloating(V, MinFixed, MaxFixed, Buf);
+  Out.append(Buf, End);
 }
 
 void writeJSONDouble(double V, std::string &Out) {
@@ -97,17 +131,35 @@ void writeJSONFloat(float V, std::string &Out) {
   writeFloating(V, -6, 12, Out);
 }
 
+/// Writes \p N comma-separated elements of type \p T from \p Data, formatting
+/// each with \p Format (a `char *(T, char *)` writing at most \p MaxChars).
+/// Grows \p Out a block at a time and writes through a pointer.
+template <typename T, size_t MaxChars, typename FormatFn>
+static void writeElements(const char *Data, size_t N, std::string &Out,
+                          FormatFn Format) {
+  constexpr size_t Block = 1024;
+  for (size_t I = 0; I < N;) {
+    size_t Count = std::min(Block, N - I);
+    size_t Old = Out.size();
+    Out.resize(Old + Count * (MaxChars + 1));
+    char *Begin = Out.data() + Old;
+    char *P = Begin;
+    for (size_t J = 0; J < Count; ++J, ++I) {
+      T V;
+      std::memcpy(&V, Data + I * sizeof(T), sizeof(T));
+      if (I)
+        *P++ = ',';
+      P = Format(V, P);
+    }
+    Out.resize(Old + (P - Begin));
+  }
+}
+
 template <typename T>
 static void writeInts(const char *Data, size_t N, std::string &Out) {
-  char Buf[24];
-  for (size_t I = 0; I < N; ++I) {
-    T V;
-    std::memcpy(&V, Data + I * sizeof(T), sizeof(T));
-    if (I)
-      Out += ',';
-    std::to_chars_result R = std::to_chars(Buf, Buf + sizeof(Buf), V);
-    Out.append(Buf, R.ptr);
-  }
+  writeElements<T, 20>(Data, N, Out, [](T V, char *P) {
+    return std::to_chars(P, P + 20, V).ptr;
+  });
 }
 
 static Error writeData(const TensorRef &T, std::string &Out) {
@@ -139,22 +191,16 @@ static Error writeData(const TensorRef &T, std::string &Out) {
     writeInts<uint64_t>(D, N, Out);
     break;
   case ElementType::Float:
-    for (size_t I = 0; I < N; ++I) {
-      float V;
-      std::memcpy(&V, D + I * 4, 4);
-      if (I)
-        Out += ',';
-      writeJSONFloat(V, Out);
-    }
+    Out.reserve(Out.size() + N * 12);
+    writeElements<float, MaxFloatChars>(D, N, Out, [](float V, char *P) {
+      return formatFloating(V, -6, 12, P);
+    });
     break;
   case ElementType::Double:
-    for (size_t I = 0; I < N; ++I) {
-      double V;
-      std::memcpy(&V, D + I * 8, 8);
-      if (I)
-        Out += ',';
-      writeJSONDouble(V, Out);
-    }
+    Out.reserve(Out.size() + N * 20);
+    writeElements<double, MaxFloatChars>(D, N, Out, [](double V, char *P) {
+      return formatFloating(V, -5, 15, P);
+    });
     break;
   case ElementType::Bool:
     for (size_t I = 0; I < N; ++I) {

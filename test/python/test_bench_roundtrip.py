@@ -1,5 +1,8 @@
 """The round-trip benchmark's smoke mode: both processes run and every answer is right.
 
+It covers every transport: the pipes, the FIFO floor, gRPC (``GrpcModelRunner`` against
+``mlbridge.compiler.grpc.serve``) and the bare gRPC floor.
+
 Correctness only (bench/roundtrip.py --smoke); timings are never asserted. The compiler
 side is built by ``make build`` into ``$MLBRIDGE_BUILD_DIR`` or ``<repo>/build``; a
 missing binary is a failure, never a skip.
@@ -34,13 +37,17 @@ def test_smoke_mode_checks_every_answer(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (result_file,) = tmp_path.glob("roundtrip-smoke-*.json")
     result = json.loads(result_file.read_text())
-    assert set(result["sweep"]) == {"bitstream", "json", "protobuf", "fifo"}
+    # Every transport, gRPC and its floor included (gRPC is on in the default build).
+    assert set(result["sweep"]) == {"bitstream", "json", "protobuf", "fifo", "grpc", "grpc-floor"}
     for mode, r in result["sweep"].items():
         # 3 warm-up queries and 3 sizes, each answer checked by the C++ side (which exits
         # non-zero on any mismatch, so the run above would have failed).
         assert r["checked"] == 6, mode
         assert len(r["median_per_size_seconds"]) == 3, mode
-    assert "| pipe + bitstream |" in (tmp_path / result_file.with_suffix(".md").name).read_text()
+    md = (tmp_path / result_file.with_suffix(".md").name).read_text()
+    assert "| pipe + bitstream |" in md
+    assert "| gRPC (GrpcModelRunner + serve) |" in md
+    assert "gRPC within 1.3x of the gRPC floor" in md
     # Nothing is left behind: no FIFO folder of this run, no latest table in a smoke run.
     assert not (tmp_path / "roundtrip-latest.md").exists()
 
