@@ -81,7 +81,7 @@ TRANSPORTS = {
     "protobuf": Transport("protobuf", "pipe + protobuf"),
     "fifo": Transport("fifo", "FIFO floor (raw floats, no SerDes)"),
     "grpc": Transport("grpc", "gRPC (GrpcModelRunner + serve)"),
-    "grpc-floor": Transport("grpc-floor", "gRPC floor (raw bytes field, no SerDes)"),
+    "grpc-floor": Transport("grpc-floor", "gRPC floor (raw bytes, no SerDes)"),
 }
 #: The transports whose model is a gRPC server (the others talk over a FIFO pair).
 GRPC_MODES = frozenset({"grpc", "grpc-floor"})

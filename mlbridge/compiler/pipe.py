@@ -373,28 +373,51 @@ class _FifoReader:
     def _read_large(self, n: int) -> bytes:
         """``read_exact`` of a large tensor, without staging it in the line buffer.
 
-        The chunks go straight from the FIFO into the result: two copies in all.
+        The FIFO is read straight into the result (a ``bytearray``): one copy in all.
         """
-        parts = [self._take(self._available())] if self._available() else []
+        out = bytearray(n)
+        have = self._available()
+        if have:
+            out[:have] = self._take(have)
         sink, self._sink = self._sink, None  # the chunks reach the sink below, in order
         try:
-            have = sum(map(len, parts))
-            while have < n:
-                what = f"{n} bytes at stream offset {self._offset - have}"
-                chunk = self._read_chunk(min(n - have, _READ_CHUNK), what)
-                if not chunk:
-                    raise TruncatedInputError(
-                        f"input ends at byte offset {self._offset}: needed {n} bytes from "
-                        f"offset {self._offset - have}, only {have} arrived"
-                    )
-                if sink is not None:
-                    sink(chunk)
-                parts.append(chunk)
-                have += len(chunk)
-                self._offset += len(chunk)
+            with memoryview(out) as view:
+                while have < n:
+                    what = f"{n} bytes at stream offset {self._offset - have}"
+                    got = self._read_into(view[have:], what)
+                    if not got:
+                        raise TruncatedInputError(
+                            f"input ends at byte offset {self._offset}: needed {n} bytes "
+                            f"from offset {self._offset - have}, only {have} arrived"
+                        )
+                    if sink is not None:
+                        sink(bytes(view[have : have + got]))
+                    have += got
+                    self._offset += got
         finally:
             self._sink = sink
-        return b"".join(parts)
+        return out  # type: ignore[return-value]  # bytes-like, and no third copy
+
+    def _read_into(self, view: memoryview, what: str) -> int:
+        """Read straight into ``view`` (0 at the end of input), waiting at most the timeout."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                got = os.readv(self._fd, [view])
+            except BlockingIOError:
+                pass
+            except OSError as e:
+                raise PipeError(f"{self._path}: read failed: {e.strerror}") from None
+            else:
+                if not got:
+                    self._eof = True
+                return got
+            if time.monotonic() >= deadline:
+                raise PipeTimeoutError(
+                    f"{self._path}: nothing from the compiler within {self._timeout:g} s while "
+                    f"waiting for {what} (stream offset {self._offset + self._available()})"
+                )
+            self._poller.poll(_poll_ms(deadline))
 
     def read_line(self, max_len: int) -> bytes:
         scanned = 0
@@ -720,6 +743,14 @@ class PipeCompilerInterface:
                     f"the advice spec {spec.name!r} ({spec.type.llvm_name})"
                 )
             tensor = advice
+        elif (
+            spec.type.itemsize  # not a string
+            and (type(advice) is spec.type.numpy_dtype.type or type(advice) is np.ndarray)
+            and advice.dtype == spec.type.numpy_dtype  # type: ignore[attr-defined]
+        ):
+            # Already exactly the advice type (np.float32(y), an int64 array): no checks
+            # to make, and a contiguous copy only if needed.
+            tensor = Tensor._trusted(spec.name, spec.type, np.asarray(advice, order="C"))
         else:
             tensor = Tensor(spec.name, spec.type, advice)
         if not spec.matches(tensor.shape):

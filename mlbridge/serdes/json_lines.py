@@ -8,6 +8,7 @@ fixed or scientific notation by exponent). Non-finite floats become the strings
 
 from __future__ import annotations
 
+import array
 import json
 from typing import Any
 
@@ -87,12 +88,16 @@ def _fail(where: str, message: str) -> MalformedInputError:
 def _fast_numbers(data: list[Any], etype: ElementType) -> np.ndarray[Any, np.dtype[Any]] | None:
     """``data`` as a numeric ``etype`` by vectorized conversion; None to check element-wise.
 
-    numpy infers float64 from ints and floats, int64/uint64 from ints, and a string or
-    object dtype from anything else (strings, null, containers), which go to the checks. A
-    JSON bool would pass as 0 or 1: only elements equal to 0 or 1 are looked at one by one.
+    Floats: ``array("d")`` takes ints and floats (correctly rounded, as ``float()``) and
+    refuses strings, null and containers. Integers: numpy infers int64/uint64 from ints
+    only (float64 for a fraction, a string or object dtype otherwise). A JSON bool would
+    pass as 0 or 1 in both: the elements equal to 0 or 1 are looked at one by one.
     """
     try:
-        arr = np.array(data)
+        if etype.is_floating:
+            arr = np.frombuffer(array.array("d", data), dtype=np.float64)
+        else:
+            arr = np.array(data)
     except (TypeError, ValueError, OverflowError):
         return None
     kind = arr.dtype.kind
@@ -102,14 +107,13 @@ def _fast_numbers(data: list[Any], etype: ElementType) -> np.ndarray[Any, np.dty
     if suspects.size and any(type(data[i]) is bool for i in suspects.tolist()):
         return None
     if etype.is_floating:
-        # Exactly the element-wise path's values: float64, then one rounding to float32.
-        wide = arr if kind == "f" else arr.astype(np.float64)
-        if not np.isfinite(wide).all():
+        # The element-wise path's values: float64, then one rounding to float32.
+        if not np.isfinite(arr).all():
             return None
         if etype is ElementType.DOUBLE:
-            return wide
+            return arr
         with np.errstate(over="ignore"):
-            narrow = wide.astype(np.float32)
+            narrow = arr.astype(np.float32)
         return narrow if np.isfinite(narrow).all() else None  # overflow: an error
     if kind == "f":
         return None  # a fraction or exponent in an integer tensor: an error
