@@ -536,7 +536,7 @@ TEST_F(PipeRunnerTest, OutcomeAndNewHeaderBytesForLLVMsLayout) {
   O.Score = createSpec<float>("reward", {1});
   MLB_ASSERT_VALUE(
       R, PipeModelRunner::create(specs(), createSpec<int64_t>("d", {1}), O));
-  std::string Header, Outcome, Header2, Obs2;
+  std::string Header, Outcome, Header2, Obs2, End;
   {
     ModelThread M([&] {
       RawModel Model(Base);
@@ -549,6 +549,9 @@ TEST_F(PipeRunnerTest, OutcomeAndNewHeaderBytesForLLVMsLayout) {
       Header2 = Model.readLine();
       Obs2 = Model.read(std::string("{\"observation\":1}\n").size() + 4 + 1);
       Model.write(rawBytes<int64_t>(2));
+      // Stay until finish() has written the end record: closing earlier
+      // would make that write fail with a broken pipe.
+      End = Model.readLine();
     });
     Expected<int64_t> A = R->evaluate<int64_t>();
     ASSERT_TRUE(static_cast<bool>(A)) << errorText(A.takeError());
@@ -572,6 +575,7 @@ TEST_F(PipeRunnerTest, OutcomeAndNewHeaderBytesForLLVMsLayout) {
                      "\"advice\":{\"name\":\"d\",\"type\":\"int64_t\","
                      "\"port\":0,\"shape\":[1]}}\n");
   EXPECT_EQ(Obs2, "{\"observation\":1}\n" + rawBytes<int32_t>(9) + "\n");
+  EXPECT_EQ(End, "{\"end\":true}\n");
 }
 
 /// The extensions across processes: C++ runner, Python model side.
