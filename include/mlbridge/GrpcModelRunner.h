@@ -31,12 +31,31 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+
+namespace google::protobuf {
+class Descriptor;
+} // namespace google::protobuf
 
 namespace mlbridge {
 
 /// The default bound on one gRPC message, both ways (64 MiB).
 inline constexpr uint64_t DefaultGrpcMaxMessageBytes = uint64_t(64) << 20;
+
+/// A user's own unary RPC, called by GrpcModelRunner instead of
+/// ModelService.Evaluate (docs/grpc.md, "Your own service"). The request is
+/// filled from the features by UserProtoSerDes (field name = feature name);
+/// the advice is the response field named like the advice spec.
+struct GrpcUserMethod {
+  /// The full method name, `/package.Service/Method`.
+  std::string Method;
+  /// The request and response message types, from the user's generated code
+  /// (`Request::descriptor()`) or a DescriptorPool; they must outlive the
+  /// runner.
+  const google::protobuf::Descriptor *Request = nullptr;
+  const google::protobuf::Descriptor *Response = nullptr;
+};
 
 /// How a GrpcModelRunner connects and calls.
 struct GrpcModelRunnerOptions {
@@ -53,6 +72,11 @@ struct GrpcModelRunnerOptions {
   /// Largest message sent or received, in bytes; a larger one is an error
   /// (RESOURCE_EXHAUSTED).
   uint64_t MaxMessageBytes = DefaultGrpcMaxMessageBytes;
+  /// If set, each evaluate() calls this method of the user's own service
+  /// (through grpc::GenericStub) instead of ModelService.Evaluate; create()
+  /// checks the features and the advice against its message types. The
+  /// context (setContext) is not sent.
+  std::optional<GrpcUserMethod> UserMethod;
 };
 
 /// Inference over gRPC: each evaluate() is one ModelService.Evaluate call
@@ -70,6 +94,8 @@ public:
   /// Sets the context sent with the following observations (the function or
   /// module being compiled).
   void setContext(llvm::StringRef Name);
+  /// As setContext(): what passes call, not knowing the runner. Never fails.
+  llvm::Error switchContext(llvm::StringRef Name) override;
   /// The model server's address.
   const std::string &address() const;
 

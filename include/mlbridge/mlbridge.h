@@ -38,6 +38,8 @@ typedef enum mlbridge_status {
   MLBRIDGE_ERROR_SERDES = 6,
   /** Decoding reached the end of the input or an end record. */
   MLBRIDGE_END_OF_STREAM = 7,
+  /** This build of mlbridge lacks the feature (e.g. built without gRPC). */
+  MLBRIDGE_ERROR_UNSUPPORTED = 8,
   /** Makes the enum 32 bits wide (not a value to use). */
   MLBRIDGE_STATUS_MAX_ENUM = 0x7fffffff
 } mlbridge_status;
@@ -161,8 +163,28 @@ mlbridge_status mlbridge_runner_create_pipe(
     int64_t timeout_ms, mlbridge_runner **out);
 
 /**
+ * Creates a runner that asks a model server over gRPC (ModelService,
+ * docs/grpc.md), e.g. `mlbridge serve POLICY --address HOST:PORT`: one
+ * Evaluate call per evaluation, protobuf on the wire. `address` is the
+ * server's `host:port`. `timeout_ms` (> 0) is the deadline of every call and
+ * also bounds the connection, which is made here (reconnection back-off
+ * bounded by it, at most 1 s); a server that cannot be reached in time makes
+ * this fail with MLBRIDGE_ERROR_MODEL, whose message names the address.
+ * Failed calls return MLBRIDGE_ERROR_MODEL naming the address and the gRPC
+ * status. Always declared; a library built without gRPC
+ * (MLBRIDGE_ENABLE_GRPC off) returns MLBRIDGE_ERROR_UNSUPPORTED
+ * ("... built without gRPC"). On success `*out` owns the runner (free it
+ * with mlbridge_runner_destroy()).
+ */
+mlbridge_status mlbridge_runner_create_grpc(
+    const mlbridge_tensor_spec *features, size_t num_features,
+    const mlbridge_tensor_spec *advice, const char *address, int64_t timeout_ms,
+    mlbridge_runner **out);
+
+/**
  * Tells the model what the next evaluations are about (e.g. the function
- * name): the pipe runner sends a context record, other runners ignore it.
+ * name): the pipe runner sends a context record, the gRPC runner sends it
+ * with each following Evaluate call, other runners ignore it.
  */
 mlbridge_status mlbridge_runner_switch_context(mlbridge_runner *runner,
                                                const char *name);

@@ -39,8 +39,10 @@ enum class RunnerKind {
   Callback,
   /// A model in another process over named pipes (PipeModelRunner).
   Pipe,
-  // Grpc: added with the gRPC runner (a value here, a `-*-runner=grpc`
-  // option value in RunnerCommandLine, and a case in createModelRunner()).
+  /// A model server reached over gRPC (GrpcModelRunner, ModelService). Only
+  /// usable when mlbridge is built with MLBRIDGE_ENABLE_GRPC; otherwise
+  /// createModelRunner() fails with an error saying so.
+  Grpc,
 };
 
 /// What the advisor does when the model fails (gone, timed out, bad reply).
@@ -57,25 +59,33 @@ struct RunnerConfig {
   RunnerKind Kind = RunnerKind::Callback;
   /// Pipe: the channel base (`<base>.in`, `<base>.out`).
   std::string Channel;
+  /// gRPC: the model server, `host:port`.
+  std::string Address;
   SerDesKind SerDes = SerDesKind::Bitstream;
-  /// Bound of every wait: connecting, each read, each write.
+  /// Whether SerDes was chosen explicitly (the gRPC runner accepts only an
+  /// explicit Protobuf; it always speaks protobuf).
+  bool SerDesGiven = false;
+  /// Bound of every wait: connecting, each read, each write; for gRPC the
+  /// deadline of each call and the bound of the connection wait.
   std::chrono::milliseconds Timeout{60000};
   ModelFailurePolicy OnFailure = ModelFailurePolicy::Fail;
 };
 
 /// Builds the runner \p Config names for \p Features and \p Advice. \p Builtin
-/// is the in-process policy of the callback runner. Nothing connects here:
-/// inter-process runners connect on first use.
+/// is the in-process policy of the callback runner. The pipe runner connects
+/// on first use; the gRPC runner connects here (bounded by Config.Timeout).
+/// The advisor of makeFunctionAdvisor() calls this on its first decision.
 llvm::Expected<std::unique_ptr<MLModelRunner>>
 createModelRunner(const RunnerConfig &Config, std::vector<TensorSpec> Features,
                   TensorSpec Advice, CallbackModelRunner::Callback Builtin);
 
 /// A short description of the runner \p Config names, for diagnostics
-/// (e.g. "pipe runner on /tmp/ch").
+/// (e.g. "pipe runner on '/tmp/ch'", "grpc runner to '127.0.0.1:50051'").
 std::string describeRunner(const RunnerConfig &Config);
 
 /// The runner options of one plugin, all named `-<Prefix><name>`:
-/// `runner`, `channel`, `serdes`, `timeout-ms`, `on-model-failure`. A plugin
+/// `runner`, `channel`, `address`, `serdes`, `timeout-ms`,
+/// `on-model-failure`. A plugin
 /// keeps one instance with static lifetime (cl::opt registration).
 class RunnerCommandLine {
 public:
@@ -91,16 +101,20 @@ public:
 
 private:
   // The names first: cl::opt keeps a StringRef to them.
-  std::string RunnerName, ChannelName, SerDesName, TimeoutName, FailureName;
+  std::string RunnerName, ChannelName, AddressName, SerDesName, TimeoutName,
+      FailureName;
   llvm::cl::opt<RunnerKind> Runner;
   llvm::cl::opt<std::string> Channel;
+  llvm::cl::opt<std::string> Address;
   llvm::cl::opt<SerDesKind> SerDes;
   llvm::cl::opt<unsigned> TimeoutMs;
   llvm::cl::opt<ModelFailurePolicy> OnFailure;
 };
 
 /// Never null. \p Kind Builtin ignores \p Config. With a runner, the advisor
-/// sends the function name as the context, then asks for the advice; when
+/// builds the runner on its first decision (so a pass that never runs never
+/// connects), sends the function name as the context, then asks for the
+/// advice; when
 /// the runner cannot be built or the model fails, it either answers with an
 /// error naming the cause (ModelFailurePolicy::Fail; the pass reports it as
 /// a compiler diagnostic, plugins must not exit()) or, once, hands the pass

@@ -15,8 +15,12 @@
 
 #include "mlbridge/MLModelRunner.h"
 #include "mlbridge/PipeModelRunner.h"
+#ifdef MLBRIDGE_HAVE_GRPC
+#include "mlbridge/GrpcModelRunner.h"
+#endif
 #include "mlbridge/SerDes/SerDes.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace llvm;
@@ -227,6 +231,55 @@ mlbridge_status mlbridge_runner_create_pipe(
   Handle->Runner = std::move(*R);
   *Out = Handle.release();
   return MLBRIDGE_OK;
+}
+
+mlbridge_status mlbridge_runner_create_grpc(
+    const mlbridge_tensor_spec *Features, size_t NumFeatures,
+    const mlbridge_tensor_spec *Advice, const char *Address, int64_t TimeoutMs,
+    mlbridge_runner **Out) {
+  if (!Out || !Advice || !Address || (NumFeatures && !Features))
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
+                "mlbridge_runner_create_grpc: null argument");
+  *Out = nullptr;
+#ifndef MLBRIDGE_HAVE_GRPC
+  (void)TimeoutMs;
+  return fail(MLBRIDGE_ERROR_UNSUPPORTED,
+              "mlbridge_runner_create_grpc: mlbridge was built without gRPC "
+              "(configure with -DMLBRIDGE_ENABLE_GRPC=ON)");
+#else
+  if (TimeoutMs <= 0)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
+                "mlbridge_runner_create_grpc: the timeout must be positive, "
+                "got " +
+                    Twine(TimeoutMs) + " ms");
+  if (!*Address)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
+                "mlbridge_runner_create_grpc: empty address");
+  std::vector<TensorSpec> Specs;
+  for (size_t I = 0; I < NumFeatures; ++I) {
+    Expected<TensorSpec> S = toSpec(&Features[I]);
+    if (!S)
+      return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, S.takeError());
+    Specs.push_back(std::move(*S));
+  }
+  Expected<TensorSpec> AdviceSpec = toSpec(Advice);
+  if (!AdviceSpec)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, AdviceSpec.takeError());
+  GrpcModelRunnerOptions O;
+  O.Address = Address;
+  O.Timeout = O.ConnectTimeout = std::chrono::milliseconds(TimeoutMs);
+  O.InitialBackoff = std::min(O.InitialBackoff, O.Timeout);
+  O.MaxBackoff =
+      std::clamp(O.Timeout, O.InitialBackoff, std::chrono::milliseconds(1000));
+  Expected<std::unique_ptr<GrpcModelRunner>> R = GrpcModelRunner::create(
+      std::move(Specs), std::move(*AdviceSpec), std::move(O));
+  if (!R)
+    return fail(MLBRIDGE_ERROR_MODEL, R.takeError());
+  auto Handle = std::make_unique<mlbridge_runner>();
+  Handle->Runner = std::move(*R);
+  *Out = Handle.release();
+  return MLBRIDGE_OK;
+#endif
 }
 
 mlbridge_status mlbridge_runner_switch_context(mlbridge_runner *Runner,

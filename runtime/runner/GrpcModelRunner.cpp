@@ -13,12 +13,14 @@
 
 #include "ProtoTensors.h"
 
+#include "mlbridge/SerDes/UserProtoSerDes.h"
 #include "mlbridge/v1/model_service.grpc.pb.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <climits>
@@ -150,6 +152,97 @@ static Expected<TensorValue> takeAdvice(Message M, int64_t Id,
 }
 
 //===----------------------------------------------------------------------===//
+// GrpcModelRunner over a user's own method (GrpcUserMethod)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The state of the calls to a user's own unary method.
+struct UserMethodCall {
+  std::string Method;
+  UserProtoSerDes Request;
+  UserProtoSerDes Response;
+  /// The response field holding the advice.
+  const google::protobuf::FieldDescriptor *AdviceField = nullptr;
+  std::unique_ptr<grpc::GenericStub> Stub;
+
+  UserMethodCall(const GrpcUserMethod &M)
+      : Method(M.Method), Request(*M.Request), Response(*M.Response) {}
+};
+
+} // namespace
+
+/// Checks that tensors of \p Spec fit field \p Name of \p Type (the \p Role
+/// message of the method): the field exists, its type is the spec's and its
+/// kind (singular: shape [1], repeated: rank 1) fits the spec's shape.
+static Expected<const google::protobuf::FieldDescriptor *>
+checkUserField(const google::protobuf::Descriptor &Type, StringRef Role,
+               StringRef What, const TensorSpec &Spec) {
+  const google::protobuf::FieldDescriptor *F =
+      Type.FindFieldByName(Spec.name());
+  if (!F)
+    return createStringError(inconvertibleErrorCode(),
+                             "the %s message %s has no field '%s' for %s '%s'",
+                             Role.data(), Type.full_name().c_str(),
+                             Spec.name().c_str(), What.data(),
+                             Spec.name().c_str());
+  Expected<ElementType> ET = UserProtoSerDes::elementTypeFor(*F);
+  if (!ET)
+    return createStringError(inconvertibleErrorCode(), "%s '%s': %s",
+                             What.data(), Spec.name().c_str(),
+                             toString(ET.takeError()).c_str());
+  if (*ET != Spec.type())
+    return createStringError(
+        inconvertibleErrorCode(), "field '%s' holds %s, %s '%s' is %s",
+        F->full_name().c_str(), elementTypeName(*ET).data(), What.data(),
+        Spec.name().c_str(), elementTypeName(Spec.type()).data());
+  ArrayRef<int64_t> Shape = Spec.shape();
+  bool Fits =
+      F->is_repeated() ? Shape.size() == 1 : Shape.size() == 1 && Shape[0] == 1;
+  if (!Fits)
+    return createStringError(
+        inconvertibleErrorCode(),
+        "field '%s' is %s and cannot hold %s '%s' of spec %s",
+        F->full_name().c_str(),
+        F->is_repeated() ? "repeated (shape [n])" : "singular (shape [1])",
+        What.data(), Spec.name().c_str(), Spec.toJSON().c_str());
+  return F;
+}
+
+/// Checks \p M against the specs; on success returns the call state.
+static Expected<std::unique_ptr<UserMethodCall>>
+makeUserMethodCall(const GrpcUserMethod &M, ArrayRef<TensorSpec> Features,
+                   const TensorSpec &Advice) {
+  StringRef Name = M.Method;
+  auto [Service, Method] = Name.drop_front().split('/');
+  if (!Name.starts_with("/") || Service.empty() || Method.empty() ||
+      Method.contains('/'))
+    return createStringError(inconvertibleErrorCode(),
+                             "method name '%s' is not /package.Service/Method",
+                             M.Method.c_str());
+  if (!M.Request || !M.Response)
+    return createStringError(
+        inconvertibleErrorCode(), "%s: the %s message type is not set",
+        M.Method.c_str(), M.Request ? "response" : "request");
+  auto C = std::make_unique<UserMethodCall>(M);
+  for (const TensorSpec &F : Features)
+    if (Expected<const google::protobuf::FieldDescriptor *> Field =
+            checkUserField(*M.Request, "request", "feature", F);
+        !Field)
+      return createStringError(inconvertibleErrorCode(), "%s: %s",
+                               M.Method.c_str(),
+                               toString(Field.takeError()).c_str());
+  Expected<const google::protobuf::FieldDescriptor *> AdviceField =
+      checkUserField(*M.Response, "response", "advice", Advice);
+  if (!AdviceField)
+    return createStringError(inconvertibleErrorCode(), "%s: %s",
+                             M.Method.c_str(),
+                             toString(AdviceField.takeError()).c_str());
+  C->AdviceField = *AdviceField;
+  return C;
+}
+
+//===----------------------------------------------------------------------===//
 // GrpcModelRunner
 //===----------------------------------------------------------------------===//
 
@@ -157,8 +250,14 @@ struct GrpcModelRunner::Impl {
   GrpcModelRunnerOptions Options;
   std::shared_ptr<grpc::Channel> Channel;
   std::unique_ptr<v1::ModelService::Stub> Stub;
+  /// Set with Options.UserMethod: the user's method replaces Evaluate.
+  std::unique_ptr<UserMethodCall> User;
   std::string Context;
   int64_t NextId = 0;
+
+  /// One call of the user's method for observation \p Id.
+  Expected<TensorValue> callUser(int64_t Id, ArrayRef<TensorRef> Features,
+                                 const TensorSpec &Advice);
 
   Error rpcError(const grpc::Status &S) const {
     return createStringError(
@@ -179,6 +278,11 @@ GrpcModelRunner::GrpcModelRunner(PrivateTag, std::vector<TensorSpec> Features,
 GrpcModelRunner::~GrpcModelRunner() = default;
 
 void GrpcModelRunner::setContext(StringRef Name) { I->Context = Name.str(); }
+
+Error GrpcModelRunner::switchContext(StringRef Name) {
+  setContext(Name);
+  return Error::success();
+}
 
 const std::string &GrpcModelRunner::address() const {
   return I->Options.Address;
@@ -206,6 +310,15 @@ GrpcModelRunner::create(std::vector<TensorSpec> FeatureSpecs,
                              Options.Address.c_str());
 
   auto I = std::make_unique<Impl>();
+  if (Options.UserMethod) {
+    Expected<std::unique_ptr<UserMethodCall>> C =
+        makeUserMethodCall(*Options.UserMethod, FeatureSpecs, AdviceSpec);
+    if (!C)
+      return createStringError(
+          inconvertibleErrorCode(), "gRPC runner for %s: %s",
+          Options.Address.c_str(), toString(C.takeError()).c_str());
+    I->User = std::move(*C);
+  }
   I->Options = std::move(Options);
   const GrpcModelRunnerOptions &O = I->Options;
   grpc::ChannelArguments Args;
@@ -230,6 +343,8 @@ GrpcModelRunner::create(std::vector<TensorSpec> FeatureSpecs,
         O.Address.c_str(), static_cast<long long>(O.ConnectTimeout.count()),
         channelStateName(I->Channel->GetState(false)).data());
   I->Stub = v1::ModelService::NewStub(I->Channel);
+  if (I->User)
+    I->User->Stub = std::make_unique<grpc::GenericStub>(I->Channel);
   return std::make_unique<GrpcModelRunner>(PrivateTag(),
                                            std::move(FeatureSpecs),
                                            std::move(AdviceSpec), std::move(I));
@@ -238,6 +353,8 @@ GrpcModelRunner::create(std::vector<TensorSpec> FeatureSpecs,
 Expected<TensorValue>
 GrpcModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
   int64_t Id = I->NextId++;
+  if (I->User)
+    return I->callUser(Id, Features, adviceSpec());
   v1::Observation Request;
   if (Error E =
           makeObservation(I->Context, adviceSpec(), Id, Features, Request))
@@ -263,6 +380,88 @@ GrpcModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
         "gRPC ModelService/Evaluate to %s: observation %lld: %s",
         I->Options.Address.c_str(), static_cast<long long>(Id),
         toString(T.takeError()).c_str());
+  return T;
+}
+
+Expected<TensorValue>
+GrpcModelRunner::Impl::callUser(int64_t Id, ArrayRef<TensorRef> Features,
+                                const TensorSpec &Advice) {
+  auto Fail = [&](const Twine &Msg) {
+    return createStringError(inconvertibleErrorCode(),
+                             "gRPC %s to %s: observation %lld: %s",
+                             User->Method.c_str(), Options.Address.c_str(),
+                             static_cast<long long>(Id), Msg.str().c_str());
+  };
+  Expected<std::string> Bytes = User->Request.serialize(Features);
+  if (!Bytes)
+    return Fail(toString(Bytes.takeError()));
+  grpc::Slice Slice(*Bytes);
+  grpc::ByteBuffer Request(&Slice, 1);
+  grpc::ByteBuffer Reply;
+  grpc::ClientContext Ctx;
+  Ctx.set_deadline(std::chrono::system_clock::now() + Options.Timeout);
+  grpc::Status S;
+  {
+    // A private queue, so that the call completes on this thread; the
+    // deadline bounds the wait.
+    grpc::CompletionQueue CQ;
+    std::unique_ptr<grpc::GenericClientAsyncResponseReader> Call =
+        User->Stub->PrepareUnaryCall(&Ctx, User->Method, Request, &CQ);
+    if (!Call)
+      return Fail("cannot start the call");
+    Call->StartCall();
+    static char Tag;
+    Call->Finish(&Reply, &S, &Tag);
+    void *Got = nullptr;
+    bool Ok = false;
+    if (!CQ.Next(&Got, &Ok) || Got != &Tag)
+      S = grpc::Status(grpc::StatusCode::INTERNAL,
+                       "the completion queue ended before the call");
+    CQ.Shutdown();
+    while (CQ.Next(&Got, &Ok))
+      ;
+  }
+  if (!S.ok()) {
+    std::string Hint;
+    if (S.error_code() == grpc::StatusCode::UNIMPLEMENTED)
+      Hint = " (the server does not implement " + User->Method +
+             "; check the method name and the server's services)";
+    return createStringError(
+        inconvertibleErrorCode(),
+        "gRPC %s to %s failed: %s: %s%s (deadline %lld ms, message limit %llu "
+        "bytes)",
+        User->Method.c_str(), Options.Address.c_str(),
+        statusCodeName(S.error_code()).data(), S.error_message().c_str(),
+        Hint.c_str(), static_cast<long long>(Options.Timeout.count()),
+        static_cast<unsigned long long>(Options.MaxMessageBytes));
+  }
+  std::vector<grpc::Slice> Slices;
+  if (!Reply.Dump(&Slices).ok())
+    return Fail("cannot read the reply");
+  std::string ReplyBytes;
+  for (const grpc::Slice &Sl : Slices)
+    ReplyBytes.append(reinterpret_cast<const char *>(Sl.begin()), Sl.size());
+  const google::protobuf::Descriptor &Type = User->Response.messageType();
+  std::unique_ptr<google::protobuf::Message> Msg = User->Response.newMessage();
+  if (ReplyBytes.size() > static_cast<size_t>(INT_MAX) ||
+      !Msg->ParseFromArray(ReplyBytes.data(),
+                           static_cast<int>(ReplyBytes.size())))
+    return Fail("the reply is not a valid " + Type.full_name());
+  const google::protobuf::FieldDescriptor &F = *User->AdviceField;
+  if (F.has_presence() &&
+      !Msg->GetReflection()->HasField(*Msg, User->AdviceField))
+    return Fail("the reply (" + Type.full_name() + ") has no advice: field '" +
+                F.full_name() + "' is not set");
+  Expected<TensorValue> T = User->Response.extractField(*Msg, F);
+  if (!T)
+    return Fail(toString(T.takeError()));
+  if (!Advice.matchesConcreteShape(T->shape())) {
+    std::string Shape;
+    writeShapeJSON(T->shape(), Shape);
+    return Fail("advice '" + Advice.name() + "' (field '" + F.full_name() +
+                "') has shape " + Shape + " in the reply, spec " +
+                Advice.toJSON());
+  }
   return T;
 }
 

@@ -141,8 +141,8 @@ UserProtoSerDes::serialize(ArrayRef<TensorRef> Tensors) const {
 }
 
 template <typename T, typename GetRep, typename Get>
-static TensorValue extractField(const FieldDescriptor &Field, int N,
-                                GetRep RepeatedGetter, Get SingleGetter) {
+static TensorValue fieldTensor(const FieldDescriptor &Field, int N,
+                               GetRep RepeatedGetter, Get SingleGetter) {
   std::vector<T> Values;
   if (Field.is_repeated()) {
     Values.reserve(N);
@@ -162,39 +162,50 @@ static TensorValue extractField(const FieldDescriptor &Field, int N,
   }
 }
 
+Expected<TensorValue>
+UserProtoSerDes::extractField(const google::protobuf::Message &Msg,
+                              const FieldDescriptor &F) const {
+  if (Msg.GetDescriptor() != &Type || F.containing_type() != &Type)
+    return createStringError(
+        inconvertibleErrorCode(), "message is a %s, expected %s",
+        Msg.GetDescriptor()->full_name().c_str(), Type.full_name().c_str());
+  Expected<ElementType> ET = elementTypeFor(F);
+  if (!ET)
+    return ET.takeError();
+  const Reflection &R = *Msg.GetReflection();
+  int N = F.is_repeated() ? R.FieldSize(Msg, &F) : 1;
+  switch (*ET) {
+#define MLBRIDGE_GET(EnumName, CType, Suffix)                                  \
+  case ElementType::EnumName:                                                  \
+    return fieldTensor<CType>(                                                 \
+        F, N, [&](int J) { return R.GetRepeated##Suffix(Msg, &F, J); },        \
+        [&] { return R.Get##Suffix(Msg, &F); });
+    MLBRIDGE_GET(Int32, int32_t, Int32)
+    MLBRIDGE_GET(Int64, int64_t, Int64)
+    MLBRIDGE_GET(UInt32, uint32_t, UInt32)
+    MLBRIDGE_GET(UInt64, uint64_t, UInt64)
+    MLBRIDGE_GET(Float, float, Float)
+    MLBRIDGE_GET(Double, double, Double)
+    MLBRIDGE_GET(Bool, bool, Bool)
+    MLBRIDGE_GET(String, std::string, String)
+#undef MLBRIDGE_GET
+  default:
+    llvm_unreachable("elementTypeFor() returns no other type");
+  }
+}
+
 Expected<std::vector<TensorValue>>
 UserProtoSerDes::extract(const google::protobuf::Message &Msg) const {
   if (Msg.GetDescriptor() != &Type)
     return createStringError(
         inconvertibleErrorCode(), "message is a %s, expected %s",
         Msg.GetDescriptor()->full_name().c_str(), Type.full_name().c_str());
-  const Reflection &R = *Msg.GetReflection();
   std::vector<TensorValue> Out;
   for (int I = 0; I < Type.field_count(); ++I) {
-    const FieldDescriptor &F = *Type.field(I);
-    Expected<ElementType> ET = elementTypeFor(F);
-    if (!ET)
-      return ET.takeError();
-    int N = F.is_repeated() ? R.FieldSize(Msg, &F) : 1;
-    switch (*ET) {
-#define MLBRIDGE_GET(EnumName, CType, Suffix)                                  \
-  case ElementType::EnumName:                                                  \
-    Out.push_back(extractField<CType>(                                         \
-        F, N, [&](int J) { return R.GetRepeated##Suffix(Msg, &F, J); },        \
-        [&] { return R.Get##Suffix(Msg, &F); }));                              \
-    break;
-      MLBRIDGE_GET(Int32, int32_t, Int32)
-      MLBRIDGE_GET(Int64, int64_t, Int64)
-      MLBRIDGE_GET(UInt32, uint32_t, UInt32)
-      MLBRIDGE_GET(UInt64, uint64_t, UInt64)
-      MLBRIDGE_GET(Float, float, Float)
-      MLBRIDGE_GET(Double, double, Double)
-      MLBRIDGE_GET(Bool, bool, Bool)
-      MLBRIDGE_GET(String, std::string, String)
-#undef MLBRIDGE_GET
-    default:
-      llvm_unreachable("elementTypeFor() returns no other type");
-    }
+    Expected<TensorValue> T = extractField(Msg, *Type.field(I));
+    if (!T)
+      return T.takeError();
+    Out.push_back(std::move(*T));
   }
   // Field-number order, whatever the declaration order in the .proto.
   std::vector<int> Order(Out.size());

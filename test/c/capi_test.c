@@ -12,6 +12,7 @@
 #include "mlbridge/mlbridge.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdbool.h>
@@ -324,6 +325,131 @@ static void testPipeRunnerWithoutModel(void) {
   rmdir(Dir);
 }
 
+/* A server's address from its ready file (written atomically by
+   `mlbridge serve --ready-file`), waiting at most BoundSeconds and giving up
+   early if the server exits. Returns false if there is none. */
+static bool waitReadyFile(const char *Path, pid_t Pid, int BoundSeconds,
+                          char *Address, size_t Size) {
+  struct timespec Step = {0, 10 * 1000 * 1000};
+  for (int I = 0; I < BoundSeconds * 100; ++I) {
+    FILE *F = fopen(Path, "r");
+    if (F) {
+      bool Ok = fgets(Address, (int)Size, F) != NULL;
+      fclose(F);
+      if (Ok) {
+        Address[strcspn(Address, "\r\n")] = '\0';
+        return Address[0] != '\0';
+      }
+    }
+    if (waitpid(Pid, NULL, WNOHANG) == Pid)
+      return false;
+    nanosleep(&Step, NULL);
+  }
+  return false;
+}
+
+/* The gRPC runner against a real model server:
+   `python -m mlbridge serve test/unit/grpc_policies.py:affine --ready-file F`
+   started with posix_spawn (its output goes to a log in the private folder).
+   The policy answers 10 * x + len(v) + 1000 * id + len(context). Every wait
+   is bounded; the server is stopped with SIGTERM and reaped. */
+static void testGrpcRunner(void) {
+  const int64_t One[] = {1};
+  const int64_t Three[] = {3};
+  mlbridge_tensor_spec Features[2] = {{"x", MLBRIDGE_INT64, One, 1},
+                                      {"v", MLBRIDGE_FLOAT, Three, 1}};
+  mlbridge_tensor_spec Advice = {"y", MLBRIDGE_INT64, One, 1};
+  mlbridge_runner *R = NULL;
+  CHECK(mlbridge_runner_create_grpc(Features, 2, &Advice, NULL, 100, &R) ==
+        MLBRIDGE_ERROR_INVALID_ARGUMENT);
+#ifndef MLBRIDGE_HAVE_GRPC
+  CHECK(mlbridge_runner_create_grpc(Features, 2, &Advice, "127.0.0.1:1", 100,
+                                    &R) == MLBRIDGE_ERROR_UNSUPPORTED);
+  CHECK(strstr(mlbridge_last_error(), "built without gRPC") != NULL);
+  CHECK(R == NULL);
+#else
+  CHECK(mlbridge_runner_create_grpc(Features, 2, &Advice, "127.0.0.1:1", 0,
+                                    &R) == MLBRIDGE_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(mlbridge_last_error(), "timeout must be positive") != NULL);
+
+  char Dir[] = "/tmp/mlbridge-capi-grpc-XXXXXX";
+  CHECK(mkdtemp(Dir) != NULL);
+  char Ready[sizeof(Dir) + 16], Log[sizeof(Dir) + 16];
+  snprintf(Ready, sizeof(Ready), "%s/ready", Dir);
+  snprintf(Log, sizeof(Log), "%s/serve.log", Dir);
+  char Policy[4096];
+  snprintf(Policy, sizeof(Policy), "%s/test/unit/grpc_policies.py:affine",
+           MLBRIDGE_SOURCE_DIR);
+  char *Argv[] = {(char *)MLBRIDGE_PYTHON,
+                  (char *)"-m",
+                  (char *)"mlbridge",
+                  (char *)"serve",
+                  Policy,
+                  (char *)"--address",
+                  (char *)"127.0.0.1:0",
+                  (char *)"--ready-file",
+                  Ready,
+                  NULL};
+  posix_spawn_file_actions_t Actions;
+  CHECK(posix_spawn_file_actions_init(&Actions) == 0);
+  CHECK(posix_spawn_file_actions_addopen(
+            &Actions, 1, Log, O_WRONLY | O_CREAT | O_TRUNC, 0600) == 0);
+  CHECK(posix_spawn_file_actions_adddup2(&Actions, 1, 2) == 0);
+  pid_t Pid = -1;
+  CHECK(posix_spawn(&Pid, MLBRIDGE_PYTHON, &Actions, NULL, Argv, environ) == 0);
+  posix_spawn_file_actions_destroy(&Actions);
+
+  char Address[256] = "";
+  bool Up = Pid > 0 && waitReadyFile(Ready, Pid, 60, Address, sizeof(Address));
+  CHECK(Up);
+  if (Up) {
+    CHECK(mlbridge_runner_create_grpc(Features, 2, &Advice, Address, 20000,
+                                      &R) == MLBRIDGE_OK);
+  }
+  if (R) {
+    CHECK(mlbridge_runner_switch_context(R, "main") == MLBRIDGE_OK);
+    for (int64_t I = 0; I < 3; ++I) {
+      float V[3] = {1.0f, 2.0f, (float)I};
+      int64_t D = -1;
+      CHECK(mlbridge_runner_set_feature(R, "x", MLBRIDGE_INT64, &I, 1) ==
+            MLBRIDGE_OK);
+      CHECK(mlbridge_runner_set_feature(R, "v", MLBRIDGE_FLOAT, V, 3) ==
+            MLBRIDGE_OK);
+      CHECK(mlbridge_runner_evaluate_scalar(R, MLBRIDGE_INT64, &D) ==
+            MLBRIDGE_OK);
+      CHECK(D == 10 * I + 3 + 1000 * I + 4);
+    }
+    CHECK(mlbridge_runner_finish(R) == MLBRIDGE_OK); /* nothing to end */
+  }
+  if (Pid > 0) {
+    kill(Pid, SIGTERM);
+    CHECK(waitBounded(Pid, 60) == 0); /* mlbridge serve: SIGTERM, status 0 */
+  }
+  if (R) {
+    /* The server is gone: the next call fails at once (fail-fast), naming
+       the address. */
+    int64_t D = 0;
+    CHECK(mlbridge_runner_evaluate_scalar(R, MLBRIDGE_INT64, &D) ==
+          MLBRIDGE_ERROR_MODEL);
+    CHECK(strstr(mlbridge_last_error(), Address) != NULL);
+    mlbridge_runner_destroy(R);
+    R = NULL;
+  }
+  if (Up) {
+    /* No server at that address: a bounded connection wait. */
+    CHECK(mlbridge_runner_create_grpc(Features, 2, &Advice, Address, 200, &R) ==
+          MLBRIDGE_ERROR_MODEL);
+    CHECK(strstr(mlbridge_last_error(), Address) != NULL);
+    CHECK(strstr(mlbridge_last_error(), "within 200 ms") != NULL);
+    CHECK(R == NULL);
+  }
+  unlink(Ready);
+  unlink(Log);
+  CHECK(countEntries(Dir) == 0);
+  rmdir(Dir);
+#endif
+}
+
 int main(void) {
   CHECK(strcmp(mlbridge_element_type_name(MLBRIDGE_INT64), "int64_t") == 0);
   CHECK(mlbridge_element_type_name((mlbridge_element_type)42) == NULL);
@@ -336,6 +462,7 @@ int main(void) {
   testPipeRunner("bitstream");
   testPipeRunner("json");
   testPipeRunnerWithoutModel();
+  testGrpcRunner();
   testSerDes("bitstream");
   testSerDes("json");
   mlbridge_serdes *P = NULL;

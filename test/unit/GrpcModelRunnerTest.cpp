@@ -16,11 +16,13 @@
 
 #include "mlbridge/GrpcModelRunner.h"
 #include "mlbridge/v1/model_service.grpc.pb.h"
+#include "user_service.pb.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
 
+#include <google/protobuf/descriptor.pb.h>
 #include <grpcpp/grpcpp.h>
 
 #include <arpa/inet.h>
@@ -450,6 +452,174 @@ TEST(GrpcModelRunner, InvalidOptionsAreErrors) {
   O.Timeout = 0ms;
   EXPECT_CONTAINS(errorText(GrpcModelRunner::create(features(), advice(), O)),
                   "timeouts must be positive");
+}
+
+// -- a user's own service (GrpcUserMethod) ----------------------------------
+
+/// test/unit/grpc_user_service.py: a Python server of InlinerService
+/// (test/unit/user_service.proto, generated with grpc_tools at run time).
+class UserServiceServer {
+public:
+  UserServiceServer()
+      : Proc(
+            {MLBRIDGE_PYTHON,
+             std::string(MLBRIDGE_SOURCE_DIR) +
+                 "/test/unit/grpc_user_service.py",
+             std::string(MLBRIDGE_SOURCE_DIR) + "/test/unit/user_service.proto",
+             Dir.Path, Dir.file("ready")},
+            Dir.file("serve.log")) {
+    if (Proc.Started)
+      Address =
+          waitForLine(Dir.file("ready"), 60s, [&] { return Proc.alive(); });
+  }
+  std::string log() const {
+    auto Buf = llvm::MemoryBuffer::getFile(Dir.file("serve.log"));
+    return Buf ? (*Buf)->getBuffer().str() : std::string();
+  }
+
+  TempDir Dir;
+  Child Proc;
+  std::string Address;
+};
+
+constexpr const char *AdviseMethod = "/mlbridge.unittest.InlinerService/Advise";
+
+GrpcModelRunnerOptions userOptions(const std::string &Address,
+                                   const std::string &Method,
+                                   const google::protobuf::Descriptor *Request,
+                                   const google::protobuf::Descriptor *Reply) {
+  GrpcModelRunnerOptions O = clientOptions(Address);
+  O.UserMethod = GrpcUserMethod{Method, Request, Reply};
+  return O;
+}
+
+GrpcModelRunnerOptions userOptions(const std::string &Address,
+                                   const std::string &Method = AdviseMethod) {
+  return userOptions(Address, Method,
+                     mlbridge::unittest::InlinerRequest::descriptor(),
+                     mlbridge::unittest::InlinerReply::descriptor());
+}
+
+TEST(GrpcUserService, DecisionsFromPythonServer) {
+  UserServiceServer S;
+  ASSERT_SERVING(S);
+  MLB_ASSERT_VALUE(
+      R, GrpcModelRunner::create(features(), advice(), userOptions(S.Address)));
+  for (int64_t I = 0; I < 10; ++I) {
+    std::vector<float> V(static_cast<size_t>(I % 5), 0.5f);
+    MLB_ASSERT_OK(decide(*R, 7 * I, V));
+    Expected<int64_t> Y = R->evaluate<int64_t>();
+    ASSERT_TRUE(!!Y) << errorText(Y.takeError()) << "\n" << S.log();
+    // Advise: 10 * x + len(v) + len(name), name = "f".
+    EXPECT_EQ(*Y, 70 * I + I % 5 + 1) << "decision " << I;
+  }
+}
+
+TEST(GrpcUserService, TypesFromADescriptorPool) {
+  UserServiceServer S;
+  ASSERT_SERVING(S);
+  // The types as a tool would load them, without the generated classes.
+  google::protobuf::FileDescriptorProto File;
+  mlbridge::unittest::InlinerRequest::descriptor()->file()->CopyTo(&File);
+  google::protobuf::DescriptorPool Pool;
+  ASSERT_NE(Pool.BuildFile(File), nullptr);
+  MLB_ASSERT_VALUE(
+      R,
+      GrpcModelRunner::create(
+          features(), advice(),
+          userOptions(
+              S.Address, AdviseMethod,
+              Pool.FindMessageTypeByName("mlbridge.unittest.InlinerRequest"),
+              Pool.FindMessageTypeByName("mlbridge.unittest.InlinerReply"))));
+  MLB_ASSERT_OK(decide(*R, 3, {1.0f, 2.0f}));
+  Expected<int64_t> Y = R->evaluate<int64_t>();
+  ASSERT_TRUE(!!Y) << errorText(Y.takeError()) << "\n" << S.log();
+  EXPECT_EQ(*Y, 33);
+}
+
+TEST(GrpcUserService, WrongMethodNameIsUnimplemented) {
+  UserServiceServer S;
+  ASSERT_SERVING(S);
+  std::string Method = "/mlbridge.unittest.InlinerService/Advice";
+  MLB_ASSERT_VALUE(R, GrpcModelRunner::create(features(), advice(),
+                                              userOptions(S.Address, Method)));
+  MLB_ASSERT_OK(decide(*R, 1, {}));
+  std::string Err = errorText(R->evaluate<int64_t>());
+  EXPECT_CONTAINS(Err, "gRPC " + Method + " to " + S.Address + " failed");
+  EXPECT_CONTAINS(Err, "UNIMPLEMENTED");
+  EXPECT_CONTAINS(Err, "the server does not implement " + Method);
+}
+
+TEST(GrpcUserService, ReplyWithoutTheAdviceFieldIsAnError) {
+  UserServiceServer S;
+  ASSERT_SERVING(S);
+  std::string Method = "/mlbridge.unittest.InlinerService/Forget";
+  MLB_ASSERT_VALUE(R, GrpcModelRunner::create(features(), advice(),
+                                              userOptions(S.Address, Method)));
+  MLB_ASSERT_OK(decide(*R, 1, {}));
+  std::string Err = errorText(R->evaluate<int64_t>());
+  EXPECT_CONTAINS(Err, "gRPC " + Method + " to " + S.Address);
+  EXPECT_CONTAINS(Err, "observation 0");
+  EXPECT_CONTAINS(Err,
+                  "has no advice: field 'mlbridge.unittest.InlinerReply.y' "
+                  "is not set");
+}
+
+TEST(GrpcUserService, MismatchedMessageTypesAreErrorsInCreate) {
+  // Checked before connecting: no server needed.
+  std::string Address = "127.0.0.1:1";
+  auto CreateErr = [&](std::vector<TensorSpec> F, TensorSpec A,
+                       GrpcModelRunnerOptions O) {
+    return errorText(GrpcModelRunner::create(std::move(F), std::move(A), O));
+  };
+  std::string Err;
+  // A feature with no field.
+  std::vector<TensorSpec> F = features();
+  F.push_back(createSpec<int64_t>("callee_users", {1}));
+  Err = CreateErr(F, advice(), userOptions(Address));
+  EXPECT_CONTAINS(Err, AdviseMethod);
+  EXPECT_CONTAINS(Err, "the request message mlbridge.unittest.InlinerRequest "
+                       "has no field 'callee_users' for feature "
+                       "'callee_users'");
+  // A feature of another type.
+  F = features();
+  F[0] = createSpec<int32_t>("x", {1});
+  Err = CreateErr(F, advice(), userOptions(Address));
+  EXPECT_CONTAINS(Err, AdviseMethod);
+  EXPECT_CONTAINS(Err, "field 'mlbridge.unittest.InlinerRequest.x' holds "
+                       "int64_t, feature 'x' is int32_t");
+  // A feature of a shape a singular field cannot hold.
+  F = features();
+  F[0] = createSpec<int64_t>("x", {2});
+  Err = CreateErr(F, advice(), userOptions(Address));
+  EXPECT_CONTAINS(Err, "field 'mlbridge.unittest.InlinerRequest.x' is "
+                       "singular (shape [1]) and cannot hold feature 'x'");
+  // A response type without the advice field.
+  Err =
+      CreateErr(features(), advice(),
+                userOptions(Address, "/mlbridge.unittest.InlinerService/Status",
+                            mlbridge::unittest::InlinerRequest::descriptor(),
+                            mlbridge::unittest::StatusReply::descriptor()));
+  EXPECT_CONTAINS(Err, "/mlbridge.unittest.InlinerService/Status");
+  EXPECT_CONTAINS(Err, "the response message mlbridge.unittest.StatusReply has "
+                       "no field 'y' for advice 'y'");
+  // An advice of another type.
+  Err =
+      CreateErr(features(), createSpec<float>("y", {1}), userOptions(Address));
+  EXPECT_CONTAINS(Err, "field 'mlbridge.unittest.InlinerReply.y' holds "
+                       "int64_t, advice 'y' is float");
+  // Malformed method names, missing types.
+  for (const char *Bad :
+       {"InlinerService/Advise", "/InlinerService", "/a/b/c", "//Advise"}) {
+    Err = CreateErr(features(), advice(), userOptions(Address, Bad));
+    EXPECT_CONTAINS(Err, "method name '" + std::string(Bad) +
+                             "' is not /package.Service/Method");
+  }
+  Err = CreateErr(features(), advice(),
+                  userOptions(Address, AdviseMethod,
+                              mlbridge::unittest::InlinerRequest::descriptor(),
+                              nullptr));
+  EXPECT_CONTAINS(Err, "the response message type is not set");
 }
 
 // -- training ---------------------------------------------------------------

@@ -58,6 +58,12 @@ public:
   llvm::Expected<std::vector<TensorValue>>
   extract(const google::protobuf::Message &Msg) const;
 
+  /// Returns the tensor of field \p Field of \p Msg (of this type), named
+  /// like the field: shape [1] for a singular field, [n] for a repeated one.
+  llvm::Expected<TensorValue>
+  extractField(const google::protobuf::Message &Msg,
+               const google::protobuf::FieldDescriptor &Field) const;
+
   /// Parses \p Bytes as a message of this type and extracts its tensors.
   llvm::Expected<std::vector<TensorValue>>
   deserialize(llvm::StringRef Bytes) const;
