@@ -37,12 +37,12 @@ import time
 from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
-from types import TracebackType
 from typing import Any, NoReturn
 
 import grpc
 import numpy as np
 
+from mlbridge._closing import Closing
 from mlbridge.errors import GrpcError, GrpcTimeoutError, MLBridgeError
 from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2 as pb
 from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2_grpc as pb_grpc
@@ -224,7 +224,7 @@ class _ModelServicer(pb_grpc.ModelServiceServicer):
         return _advice_message(tensor, obs.id)
 
 
-class ModelServer:
+class ModelServer(Closing):
     """A running ``ModelService`` server (see :func:`serve`).
 
     Attributes:
@@ -247,20 +247,13 @@ class ModelServer:
         """Stop serving; calls in flight get ``grace`` seconds to finish. Waits until done."""
         self._server.stop(grace).wait(grace + 5.0)
 
+    def close(self) -> None:
+        """Stop serving (see :meth:`stop`)."""
+        self.stop()
+
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the server stops or ``timeout`` seconds pass; True if it stopped."""
         return bool(self._server.wait_for_termination(timeout))
-
-    def __enter__(self) -> ModelServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         return f"ModelServer(address={self.address!r})"
@@ -367,7 +360,7 @@ def wait_for_ready_file(
 # -- training: the trainer drives the compiler's server -------------------------------
 
 
-class GrpcCompilerInterface:
+class GrpcCompilerInterface(Closing):
     """The trainer's side of ``CompilerService``: one instance per episode (compile).
 
     The compiler (``GrpcCompilerServer``) listens at ``address``; :meth:`evaluate` returns
@@ -490,17 +483,6 @@ class GrpcCompilerInterface:
     def close(self) -> None:
         """Close the channel (idempotent)."""
         self._channel.close()
-
-    def __enter__(self) -> GrpcCompilerInterface:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 # -- policies named on the command line -----------------------------------------------

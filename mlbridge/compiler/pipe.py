@@ -39,11 +39,11 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, BinaryIO
 
 import numpy as np
 
+from mlbridge._closing import Closing
 from mlbridge.errors import (
     LimitExceededError,
     PipeClosedError,
@@ -149,7 +149,7 @@ def _remove_paths(paths: Sequence[Path], directory: Path | None) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-class FifoChannel:
+class FifoChannel(Closing):
     """Creates ``<base>.in`` and ``<base>.out`` and removes them on every exit path.
 
     By default the FIFOs live in a new private folder (mode 0700) under ``parent``
@@ -223,17 +223,6 @@ class FifoChannel:
     def close(self) -> None:
         """Remove the FIFOs and the private folder (idempotent)."""
         self._finalizer()
-
-    def __enter__(self) -> FifoChannel:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"FifoChannel({str(self.base)!r})"
@@ -512,7 +501,7 @@ class Outcome:
     observation: Observation
 
 
-class PipeCompilerInterface:
+class PipeCompilerInterface(Closing):
     """The model side of a named-pipe channel to a compiler.
 
     Args:
@@ -827,17 +816,6 @@ class PipeCompilerInterface:
                 capture.close()
             else:
                 capture.flush()
-
-    def __enter__(self) -> PipeCompilerInterface:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __del__(self) -> None:
         self.close()
