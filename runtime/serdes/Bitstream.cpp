@@ -154,28 +154,13 @@ Expected<TensorValue> decodeRawTensor(const TensorSpec &Spec, StringRef Bytes,
 
 namespace {
 
-class BitstreamSerDes final : public SerDes {
+class BitstreamSerDes final : public LineSerDes {
 public:
   explicit BitstreamSerDes(const DecoderLimits &Limits)
-      : SerDes(SerDesKind::Bitstream, Limits) {}
-
-  Error encodeHeader(const Header &H, std::string &Out) override {
-    writeHeaderLine(H, Out);
-    CurrentHeader = H;
-    return Error::success();
-  }
-
-  Error encodeContext(StringRef Name, std::string &Out) override {
-    return writeContextLine(Name, Out);
-  }
+      : LineSerDes(SerDesKind::Bitstream, Limits) {}
 
   Error encodeMessage(MessageKind Kind, int64_t Id, ArrayRef<TensorRef> Tensors,
                       std::string &Out) override;
-
-  Error encodeEnd(std::string &Out) override {
-    Out += "{\"end\":true}\n";
-    return Error::success();
-  }
 
   Expected<std::optional<Record>> decode(ByteReader &Reader) override;
 

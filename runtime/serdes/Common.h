@@ -61,6 +61,28 @@ llvm::Expected<uint64_t> checkTensorShape(llvm::ArrayRef<int64_t> Shape,
                                           llvm::StringRef What,
                                           const DecoderLimits &Limits);
 
+/// The SerDes whose records are lines (bitstream and JSON): they share the
+/// header, context and end lines and differ in how messages are laid out.
+class LineSerDes : public SerDes {
+public:
+  using SerDes::SerDes;
+
+  llvm::Error encodeHeader(const Header &H, std::string &Out) override {
+    writeHeaderLine(H, Out);
+    CurrentHeader = H;
+    return llvm::Error::success();
+  }
+
+  llvm::Error encodeContext(llvm::StringRef Name, std::string &Out) override {
+    return writeContextLine(Name, Out);
+  }
+
+  llvm::Error encodeEnd(std::string &Out) override {
+    Out += "{\"end\":true}\n";
+    return llvm::Error::success();
+  }
+};
+
 /// Turns an EndOfStreamError inside a record into a truncation error that
 /// names \p What; other errors pass through.
 llvm::Error inRecord(llvm::Error E, const llvm::Twine &What);

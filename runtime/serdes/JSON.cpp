@@ -365,28 +365,13 @@ private:
   std::vector<std::vector<StringRef>> Tensors;
 };
 
-class JSONSerDes final : public SerDes {
+class JSONSerDes final : public LineSerDes {
 public:
   explicit JSONSerDes(const DecoderLimits &Limits)
-      : SerDes(SerDesKind::JSON, Limits) {}
-
-  Error encodeHeader(const Header &H, std::string &Out) override {
-    writeHeaderLine(H, Out);
-    CurrentHeader = H;
-    return Error::success();
-  }
-
-  Error encodeContext(StringRef Name, std::string &Out) override {
-    return writeContextLine(Name, Out);
-  }
+      : LineSerDes(SerDesKind::JSON, Limits) {}
 
   Error encodeMessage(MessageKind Kind, int64_t Id, ArrayRef<TensorRef> Tensors,
                       std::string &Out) override;
-
-  Error encodeEnd(std::string &Out) override {
-    Out += "{\"end\":true}\n";
-    return Error::success();
-  }
 
   Expected<std::optional<Record>> decode(ByteReader &Reader) override;
 
