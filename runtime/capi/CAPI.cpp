@@ -74,6 +74,20 @@ static Expected<TensorSpec> toSpec(const mlbridge_tensor_spec *S) {
                             ArrayRef<int64_t>(S->shape, S->rank));
 }
 
+/// The specs of \p Count C feature specs, or the first one's error.
+static Expected<std::vector<TensorSpec>>
+toSpecs(const mlbridge_tensor_spec *Features, size_t Count) {
+  std::vector<TensorSpec> Specs;
+  Specs.reserve(Count);
+  for (size_t I = 0; I < Count; ++I) {
+    Expected<TensorSpec> S = toSpec(&Features[I]);
+    if (!S)
+      return S.takeError();
+    Specs.push_back(std::move(*S));
+  }
+  return Specs;
+}
+
 /// Views of \p Refs as C structs; the string arrays live in \p Ptrs/\p Lens.
 static std::vector<mlbridge_tensor>
 toCViews(ArrayRef<TensorRef> Refs, std::vector<std::string> &Names,
@@ -149,13 +163,9 @@ mlbridge_status mlbridge_runner_create_callback(
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
                 "mlbridge_runner_create_callback: null argument");
   *Out = nullptr;
-  std::vector<TensorSpec> Specs;
-  for (size_t I = 0; I < NumFeatures; ++I) {
-    Expected<TensorSpec> S = toSpec(&Features[I]);
-    if (!S)
-      return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, S.takeError());
-    Specs.push_back(std::move(*S));
-  }
+  Expected<std::vector<TensorSpec>> Specs = toSpecs(Features, NumFeatures);
+  if (!Specs)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Specs.takeError());
   Expected<TensorSpec> AdviceSpec = toSpec(Advice);
   if (!AdviceSpec)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, AdviceSpec.takeError());
@@ -181,7 +191,7 @@ mlbridge_status mlbridge_runner_create_callback(
     return std::move(*Reply.Value);
   };
   Expected<std::unique_ptr<CallbackModelRunner>> R =
-      CallbackModelRunner::create(std::move(Specs), std::move(*AdviceSpec),
+      CallbackModelRunner::create(std::move(*Specs), std::move(*AdviceSpec),
                                   std::move(Policy));
   if (!R)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, R.takeError());
@@ -204,13 +214,9 @@ mlbridge_status mlbridge_runner_create_pipe(
                 "mlbridge_runner_create_pipe: the timeout must be positive, "
                 "got " +
                     Twine(TimeoutMs) + " ms");
-  std::vector<TensorSpec> Specs;
-  for (size_t I = 0; I < NumFeatures; ++I) {
-    Expected<TensorSpec> S = toSpec(&Features[I]);
-    if (!S)
-      return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, S.takeError());
-    Specs.push_back(std::move(*S));
-  }
+  Expected<std::vector<TensorSpec>> Specs = toSpecs(Features, NumFeatures);
+  if (!Specs)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Specs.takeError());
   Expected<TensorSpec> AdviceSpec = toSpec(Advice);
   if (!AdviceSpec)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, AdviceSpec.takeError());
@@ -223,7 +229,7 @@ mlbridge_status mlbridge_runner_create_pipe(
   O.ConnectTimeout = O.Timeout = std::chrono::milliseconds(TimeoutMs);
   O.CreateFifos = true;
   Expected<std::unique_ptr<PipeModelRunner>> R = PipeModelRunner::create(
-      std::move(Specs), std::move(*AdviceSpec), std::move(O));
+      std::move(*Specs), std::move(*AdviceSpec), std::move(O));
   if (!R)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, R.takeError());
   auto Handle = std::make_unique<mlbridge_runner>();
@@ -255,13 +261,9 @@ mlbridge_status mlbridge_runner_create_grpc(
   if (!*Address)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
                 "mlbridge_runner_create_grpc: empty address");
-  std::vector<TensorSpec> Specs;
-  for (size_t I = 0; I < NumFeatures; ++I) {
-    Expected<TensorSpec> S = toSpec(&Features[I]);
-    if (!S)
-      return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, S.takeError());
-    Specs.push_back(std::move(*S));
-  }
+  Expected<std::vector<TensorSpec>> Specs = toSpecs(Features, NumFeatures);
+  if (!Specs)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Specs.takeError());
   Expected<TensorSpec> AdviceSpec = toSpec(Advice);
   if (!AdviceSpec)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, AdviceSpec.takeError());
@@ -272,7 +274,7 @@ mlbridge_status mlbridge_runner_create_grpc(
   O.MaxBackoff =
       std::clamp(O.Timeout, O.InitialBackoff, std::chrono::milliseconds(1000));
   Expected<std::unique_ptr<GrpcModelRunner>> R = GrpcModelRunner::create(
-      std::move(Specs), std::move(*AdviceSpec), std::move(O));
+      std::move(*Specs), std::move(*AdviceSpec), std::move(O));
   if (!R)
     return fail(MLBRIDGE_ERROR_MODEL, R.takeError());
   auto Handle = std::make_unique<mlbridge_runner>();
