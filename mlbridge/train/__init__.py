@@ -1,0 +1,1 @@
+"""Training ML policies for the mlbridge passes (see :mod:`mlbridge.train.inliner`)."""

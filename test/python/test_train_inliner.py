@@ -1,0 +1,123 @@
+"""The linear inlining policy, its ONNX export, and the evolution-strategies trainer."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from mlbridge.train.inliner import ESConfig, evaluate_policy, stock_text_size, train_inliner
+from mlbridge.train.linear_policy import DEFAULT_FEATURE, LinearPolicy, signed_log
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE_C = REPO / "test" / "vectors" / "llvm22" / "inline-sample.c"
+FEATURES = ["callee_basic_block_count", "cost_estimate", "callsite_height", DEFAULT_FEATURE]
+
+
+@pytest.fixture(scope="module")
+def sample_bc(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("train") / "inline-sample.bc"
+    subprocess.run(
+        [
+            "clang-22",
+            "-O2",
+            "-Xclang",
+            "-disable-llvm-passes",
+            "-emit-llvm",
+            "-c",
+            str(SAMPLE_C),
+            "-o",
+            str(out),
+        ],
+        check=True,
+    )
+    return out
+
+
+def random_observations(n: int, seed: int = 1) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [
+        {
+            "callee_basic_block_count": np.array([rng.integers(1, 200)], dtype=np.int64),
+            "cost_estimate": np.array([rng.integers(-500, 5000)], dtype=np.int64),
+            "callsite_height": np.array([rng.integers(0, 10)], dtype=np.int64),
+            DEFAULT_FEATURE: np.array([rng.integers(0, 2)], dtype=np.int64),
+            "not_used_by_the_policy": np.array([7], dtype=np.int64),
+        }
+        for _ in range(n)
+    ]
+
+
+def test_signed_log_is_odd_and_log1p_on_positives():
+    x = np.array([-10, -1, 0, 1, 10])
+    np.testing.assert_allclose(signed_log(x), [-np.log(11), -np.log(2), 0, np.log(2), np.log(11)])
+
+
+def test_imitating_default_answers_as_the_default():
+    policy = LinearPolicy.imitating_default(FEATURES)
+    for obs in random_observations(50):
+        assert policy(obs) == int(obs[DEFAULT_FEATURE][0])
+
+
+def test_imitating_default_needs_the_default_feature():
+    with pytest.raises(ValueError, match="inliner-interactive-include-default"):
+        LinearPolicy.imitating_default(["cost_estimate"])
+
+
+def test_json_round_trip_keeps_parameters_and_metadata():
+    policy = LinearPolicy(FEATURES, np.array([0.5, -0.25, 0.0, 1.5]), -0.75, {"note": "x"})
+    back = LinearPolicy.from_json(policy.to_json())
+    assert back.features == FEATURES
+    np.testing.assert_array_equal(back.weights, policy.weights)
+    assert back.bias == -0.75 and back.metadata == {"note": "x"}
+
+
+def test_from_json_refuses_another_format():
+    with pytest.raises(ValueError, match="not a linear inlining policy"):
+        LinearPolicy.from_json(b'{"format": "something-else"}')
+
+
+def test_onnx_export_answers_as_the_policy(tmp_path: Path):
+    policy = LinearPolicy(FEATURES, np.array([-0.9, 0.2, 0.0, 1.1]), 0.4)
+    path = tmp_path / "policy.onnx"
+    policy.to_onnx(path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    # The zero-weight feature is not an input (MLGO's versioning rule: not fed).
+    assert names == ["callee_basic_block_count", "cost_estimate", DEFAULT_FEATURE]
+    decisions = []
+    for obs in random_observations(300):
+        if abs(policy.logit(obs)) < 1e-4:
+            continue  # float32 vs float64 at the boundary
+        (out,) = session.run(None, {n: obs[n] for n in names})
+        assert out.dtype == np.int64 and out.shape == (1,)
+        assert int(out[0]) == policy(obs)
+        decisions.append(int(out[0]))
+    assert 0 < sum(decisions) < len(decisions)  # both answers occur
+
+
+def test_imitating_default_compiles_as_stock_oz(sample_bc: Path):
+    policy = LinearPolicy.imitating_default(FEATURES)
+    size, decisions = evaluate_policy(policy, sample_bc)
+    assert decisions > 0
+    assert size == stock_text_size(sample_bc)
+
+
+def test_never_inlining_changes_the_size(sample_bc: Path):
+    size, _ = evaluate_policy(lambda obs: 0, sample_bc)
+    assert size != stock_text_size(sample_bc)
+
+
+def test_training_returns_a_policy_no_worse_than_its_start(sample_bc: Path):
+    messages: list[str] = []
+    policy = train_inliner(
+        [sample_bc],
+        ESConfig(iterations=1, pairs=1, modules_per_iteration=1, jobs=1),
+        progress=messages.append,
+    )
+    assert policy.metadata["mean_saving_vs_stock_Oz"] >= 0.0
+    assert DEFAULT_FEATURE in policy.features and len(policy.features) > 30
+    assert any("iteration 1/1" in m for m in messages)
