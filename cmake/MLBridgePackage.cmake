@@ -69,6 +69,20 @@ if(MLBRIDGE_ENABLE_ONNX)
   set(MLBRIDGE_PACKAGE_ONNXRUNTIME_INCLUDE_DIR "${MLBRIDGE_ONNXRUNTIME_INCLUDE_DIR}")
 endif()
 
+# -- TF AOT: mlbridge_add_tf_aot_model() for installed users; it runs
+# `python -m mlbridge aot` with the Python this build used, unless the
+# project sets MLBRIDGE_AOT_PYTHON.
+set(MLBRIDGE_PACKAGE_AOT_PYTHON "")
+if(MLBRIDGE_ENABLE_TF_AOT)
+  install(FILES ${CMAKE_CURRENT_LIST_DIR}/MLBridgeTFAOT.cmake
+    DESTINATION ${MLBRIDGE_INSTALL_CMAKEDIR}
+    COMPONENT mlbridge_dev)
+  if(EXISTS "${PROJECT_SOURCE_DIR}/.venv/bin/python")
+    set(MLBRIDGE_PACKAGE_AOT_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python")
+  endif()
+endif()
+# -- end TF AOT
+
 configure_package_config_file(
   ${CMAKE_CURRENT_LIST_DIR}/MLBridgeConfig.cmake.in
   ${PROJECT_BINARY_DIR}/cmake/MLBridgeConfig.cmake

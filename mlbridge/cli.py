@@ -273,6 +273,39 @@ def _run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- models (mlbridge/models/cli.py) ---------------------------------------------------
+
+
+def _add_models_arguments(p: argparse.ArgumentParser) -> None:
+    from mlbridge.models.cli import add_arguments
+
+    add_arguments(p)
+
+
+def _run_models(args: argparse.Namespace) -> int:
+    from mlbridge.models.cli import run
+
+    return run(args)
+
+
+# -- aot (mlbridge/aot/cli.py) ---------------------------------------------------------
+
+
+def _add_aot_arguments(p: argparse.ArgumentParser) -> None:
+    from mlbridge.aot.cli import add_arguments
+
+    add_arguments(p)
+
+
+def _run_aot(args: argparse.Namespace) -> int:
+    from mlbridge.aot.cli import run
+
+    return run(args)
+
+
+# -- end aot ----------------------------------------------------------------------------
+
+
 COMMANDS: list[Command] = [
     Command(
         name="build",
@@ -307,7 +340,68 @@ COMMANDS: list[Command] = [
         add_arguments=_add_serve_arguments,
         run=_run_serve,
     ),
+    # -- models (mlbridge/models/cli.py) --
+    Command(
+        name="models",
+        help="list, register, show, locate, remove and check registered models",
+        description=(
+            "The model registry (docs/models.md): ONNX models and TF AOT shared objects "
+            "kept under a name with their tensor specs, so that a plugin option can name "
+            "a model instead of a path."
+        ),
+        add_arguments=_add_models_arguments,
+        run=_run_models,
+    ),
+    # -- end models --
+    # -- aot (mlbridge/aot/cli.py) --
+    Command(
+        name="aot",
+        help="compile a TensorFlow SavedModel ahead of time (shared object + linkable library)",
+        description=(
+            "Compile a SavedModel signature with TensorFlow's saved_model_cli aot_compile_cpu "
+            "into NAME.so (loaded by path by TFAOTModelRunner::load), libNAME_aot.a with "
+            "NAME_mlbridge.h and NAME.cmake (to link it into a plugin) and NAME.specs.json, "
+            "in OUTPUT_DIR. TensorFlow runs in its own environment (--tf-python, "
+            "$MLBRIDGE_TF_PYTHON, <checkout>/.deps/tf-venv, or one created in "
+            "$MLBRIDGE_CACHE_DIR or ~/.cache/mlbridge). See docs/tfaot.md."
+        ),
+        add_arguments=_add_aot_arguments,
+        run=_run_aot,
+    ),
+    # -- end aot --
 ]
+
+
+# -- corpus (mlbridge/corpus/cli.py) ---------------------------------------------------
+
+
+def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
+    from mlbridge.corpus.cli import add_arguments
+
+    add_arguments(p)
+
+
+def _run_corpus(args: argparse.Namespace) -> int:
+    from mlbridge.corpus.cli import run
+
+    return run(args)
+
+
+COMMANDS.append(
+    Command(
+        name="corpus",
+        help="fetch, build (cached) and describe the C corpus of LLVM 22 bitcode",
+        description=(
+            "The corpus (docs/corpus.md): open-source C projects pinned in "
+            "corpus/recipe.json, compiled with clang-22 -O2 -Xclang -disable-llvm-passes "
+            "into bitcode modules, with a manifest of per-module statistics and a "
+            "train/heldout split by project."
+        ),
+        add_arguments=_add_corpus_arguments,
+        run=_run_corpus,
+    )
+)
+# -- end corpus -----------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,6 +14,9 @@
 #      pinned development dependencies (pyproject.toml, extra "dev").
 #   4. ONNX Runtime library: the onnxruntime wheel's libonnxruntime.so.1.N.M,
 #      linked as .deps/onnxruntime/lib/libonnxruntime.so{,.1}.
+#   5. TensorFlow venv .deps/tf-venv (tensorflow-cpu, pinned) for `mlbridge aot`.
+#   6. C corpus: source archives pinned in corpus/recipe.json (Debian's archive) into
+#      .deps/corpus-sources, compiled to LLVM 22 bitcode in .deps/corpus (cached).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -102,5 +105,24 @@ EOF
 mkdir -p "$ORT_DIR/lib"
 ln -sfn "$ort_lib" "$ORT_DIR/lib/libonnxruntime.so.1"
 ln -sfn "libonnxruntime.so.1" "$ORT_DIR/lib/libonnxruntime.so"
+
+# ------------------------------------------- 5. TensorFlow venv (TF AOT) --
+# TensorFlow pins protobuf<6, which conflicts with .venv's protobuf 7, so it
+# gets a venv of its own: .deps/tf-venv, pinned and stamped by
+# mlbridge.aot.tfenv (a no-op when the stamp matches). `mlbridge aot` and the
+# TF AOT tests run saved_model_cli there.
+TF_VENV="$DEPS/tf-venv"
+step "TensorFlow environment $TF_VENV (for mlbridge aot)"
+"$VENV/bin/python" -m mlbridge.aot.tfenv "$TF_VENV" >/dev/null \
+  || die "creating the TensorFlow environment $TF_VENV failed (see above)"
+# -- end TensorFlow venv --
+
+# ------------------------------------------ 6. C corpus (mlbridge corpus, docs/corpus.md)
+# Fetches the pinned source archives of corpus/recipe.json (sha256-checked) and builds the
+# LLVM 22 bitcode corpus into .deps/corpus; both steps do nothing when already done.
+step "C corpus: fetch (corpus/recipe.json) and build into $DEPS/corpus"
+"$VENV/bin/mlbridge" corpus fetch
+"$VENV/bin/mlbridge" corpus build --jobs "${MLBRIDGE_CORPUS_JOBS:-2}"
+# ------------------------------------------------------------------------ end 6. corpus
 
 step "done"

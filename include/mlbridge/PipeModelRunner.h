@@ -138,6 +138,10 @@ public:
 
   /// The options.
   const PipeModelRunnerOptions &options() const { return Options; }
+  /// True once finish() ran (or the destructor started).
+  bool finished() const { return Finished; }
+  /// True once the channel failed; every later call fails with the reason.
+  bool failed() const { return !Broken.empty(); }
   /// `<base>.out`, compiler to model.
   const std::string &outboundPath() const { return OutPath; }
   /// `<base>.in`, model to compiler.
@@ -162,6 +166,9 @@ private:
   llvm::Error makeFifos();
   Header currentHeader() const;
   llvm::Error writeAll(llvm::StringRef Data, const llvm::Twine &What);
+  /// Writes \p Parts in order with writev(), each wait bounded as writeAll().
+  llvm::Error writeAllV(llvm::ArrayRef<llvm::StringRef> Parts,
+                        const llvm::Twine &What);
   llvm::Expected<TensorValue> readReply(int64_t Id);
   /// Marks the runner broken: later evaluations fail at once.
   llvm::Error fail(llvm::Error E);
@@ -176,6 +183,10 @@ private:
   bool HeaderPending = false;
   bool Finished = false;
   std::string Broken;
+  /// Reused for every observation, so that their memory stays mapped.
+  std::string Scratch;
+  std::vector<SerDes::Piece> Pieces;
+  std::vector<llvm::StringRef> Parts;
 };
 
 } // namespace mlbridge

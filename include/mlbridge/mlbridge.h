@@ -163,6 +163,46 @@ mlbridge_status mlbridge_runner_create_pipe(
     int64_t timeout_ms, mlbridge_runner **out);
 
 /**
+ * Like mlbridge_runner_create_pipe(), for a training session: `score` (not
+ * NULL) is the spec of the outcome (reward) the compiler reports per
+ * observation with mlbridge_runner_send_outcome(); it is sent in the header
+ * (docs/pipe-protocol.md, "Outcomes").
+ */
+mlbridge_status mlbridge_runner_create_pipe_with_score(
+    const mlbridge_tensor_spec *features, size_t num_features,
+    const mlbridge_tensor_spec *advice, const mlbridge_tensor_spec *score,
+    const char *base, const char *serdes, int64_t timeout_ms,
+    mlbridge_runner **out);
+
+/**
+ * Reports the outcome (reward) of observation `observation_id` of the
+ * current context of a pipe runner made with
+ * mlbridge_runner_create_pipe_with_score(): `count` elements of `type` (the
+ * score spec's type, numeric or bool) read from `data`. The model does not
+ * reply. A runner without a score spec, a wrong type or count, or an id that
+ * was not sent in this context is MLBRIDGE_ERROR_INVALID_ARGUMENT (or
+ * TYPE/SHAPE_MISMATCH) and sends nothing; a model that is gone is
+ * MLBRIDGE_ERROR_MODEL. Other runners: MLBRIDGE_ERROR_UNSUPPORTED.
+ */
+mlbridge_status mlbridge_runner_send_outcome(mlbridge_runner *runner,
+                                             int64_t observation_id,
+                                             mlbridge_element_type type,
+                                             const void *data, size_t count);
+
+/**
+ * Replaces the feature and advice specs of a pipe runner (per-request
+ * specs): the feature buffers are made anew (zero-filled) and the next
+ * record is preceded by a new header, which replaces the first on the model
+ * side. Not for a model host that only knows LLVM's protocol. Bad specs are
+ * MLBRIDGE_ERROR_INVALID_ARGUMENT (the runner keeps its old specs); a
+ * finished or failed runner is MLBRIDGE_ERROR_MODEL. Other runners:
+ * MLBRIDGE_ERROR_UNSUPPORTED.
+ */
+mlbridge_status mlbridge_runner_change_specs(
+    mlbridge_runner *runner, const mlbridge_tensor_spec *features,
+    size_t num_features, const mlbridge_tensor_spec *advice);
+
+/**
  * Creates a runner that asks a model server over gRPC (ModelService,
  * docs/grpc.md), e.g. `mlbridge serve POLICY --address HOST:PORT`: one
  * Evaluate call per evaluation, protobuf on the wire. `address` is the

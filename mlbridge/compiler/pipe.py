@@ -359,6 +359,45 @@ class _FifoReader:
                 )
         return self._take(n)
 
+    def read_into(self, view: memoryview) -> None:
+        """Fill ``view`` (bytes) with the next ``len(view)`` bytes, waiting as ``read_exact``.
+
+        Large reads go straight from the FIFO into ``view``; small ones through the line
+        buffer (one ``read`` for many small tensors).
+        """
+        n = len(view)
+        have = self._available()
+        if n - have <= _READ_CHUNK or self._eof:
+            while have < n:
+                if not self._fill(f"{n} bytes at stream offset {self._offset}"):
+                    raise self._truncated(n, have)
+                have = self._available()
+            have = n
+        if have:
+            have = min(have, n)
+            with memoryview(self._buf) as buf:
+                view[:have] = buf[self._start : self._start + have]
+            self._start += have
+            self._offset += have
+            if self._sink is not None:
+                self._sink(bytes(view[:have]))
+        while have < n:
+            got = self._read_into(view[have:], f"{n} bytes at stream offset {self._offset - have}")
+            if not got:
+                self._offset -= have
+                raise self._truncated(n, have)
+            if self._sink is not None:
+                self._sink(bytes(view[have : have + got]))
+            have += got
+            self._offset += got
+
+    def _truncated(self, n: int, have: int) -> TruncatedInputError:
+        """The error of a read of ``n`` bytes from the current offset that got ``have``."""
+        return TruncatedInputError(
+            f"input ends at byte offset {self._offset + have}: needed {n} bytes from offset "
+            f"{self._offset}, only {have} arrived"
+        )
+
     def _read_large(self, n: int) -> bytes:
         """``read_exact`` of a large tensor, without staging it in the line buffer.
 

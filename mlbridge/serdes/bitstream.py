@@ -14,6 +14,7 @@ import orjson
 
 from mlbridge.errors import (
     HeaderMismatchError,
+    MLBridgeError,
     InvalidTensorError,
     LimitExceededError,
     MalformedInputError,
@@ -22,7 +23,7 @@ from mlbridge.errors import (
 )
 from mlbridge.serdes import _lines
 from mlbridge.serdes.base import SerDes, check_id
-from mlbridge.serdes.reader import ByteReader
+from mlbridge.serdes.reader import ByteReader, RecyclingBuffer
 from mlbridge.serdes.records import Context, End, Header, Message, MessageKind, Record
 from mlbridge.tensor import Tensor
 from mlbridge.tensor_spec import ElementType, TensorSpec
@@ -61,6 +62,9 @@ class BitstreamSerDes(SerDes):
         super().__init__(**kwargs)
         self.write_header: Header | None = None
         self.read_header: Header | None = None
+        # Numeric values are read straight into arrays carved from this (readers with
+        # read_into only).
+        self._values = RecyclingBuffer()
 
     def reset(self) -> None:
         """Forget both headers."""
@@ -162,9 +166,16 @@ class BitstreamSerDes(SerDes):
             raise MalformedInputError(str(e)) from None
         shapes = self._shapes(obj.get("shapes"), specs, where)
         budget = self.limits.max_message_bytes - used
+        read_into = getattr(reader, "read_into", None)
+        if read_into is not None:
+            need = self._direct_bytes(specs, shapes, budget)
+            if need is None:
+                read_into = None  # a limit is exceeded: the plain path words the error
+            else:
+                self._values.start_message(need)
         tensors = []
         for spec, shape in zip(specs, shapes, strict=True):
-            tensor, size = self._read_tensor(reader, spec, shape, budget, where)
+            tensor, size = self._read_tensor(reader, spec, shape, budget, where, read_into)
             budget -= size
             tensors.append(tensor)
         end_offset = reader.offset
@@ -180,6 +191,25 @@ class BitstreamSerDes(SerDes):
                 f"got {newline!r} (do the values match the header?)"
             )
         return Message(kind, msg_id, tuple(tensors))
+
+    def _direct_bytes(
+        self, specs: tuple[TensorSpec, ...], shapes: list[tuple[int, ...]], budget: int
+    ) -> int | None:
+        """Bytes of the values read straight into arrays (numeric, not bool), padded as
+        :class:`RecyclingBuffer` lays them out; ``None`` if a limit would be exceeded."""
+        need = 0
+        total = 0
+        for spec, shape in zip(specs, shapes, strict=True):
+            itemsize = spec.type.itemsize
+            if not itemsize or spec.type is ElementType.BOOL:
+                continue
+            try:
+                size = self.limits.check_shape(spec.name, shape, itemsize, 0) * itemsize
+            except MLBridgeError:
+                return None
+            total += size
+            need += RecyclingBuffer.padded(size)
+        return need if total <= budget else None
 
     def _shapes(
         self, shapes: object, specs: tuple[TensorSpec, ...], where: str
@@ -227,6 +257,7 @@ class BitstreamSerDes(SerDes):
         shape: tuple[int, ...],
         budget: int,
         where: str,
+        read_into: Any = None,
     ) -> tuple[Tensor, int]:
         start = reader.offset
         etype = spec.type
@@ -241,6 +272,11 @@ class BitstreamSerDes(SerDes):
                         f"{desc} needs {size} bytes, beyond max_message_bytes="
                         f"{self.limits.max_message_bytes}"
                     )
+                if read_into is not None and etype is not ElementType.BOOL:
+                    out = self._values.take(size)
+                    read_into(memoryview(out))
+                    array = out.view(etype.numpy_dtype).reshape(shape)
+                    return Tensor._trusted(spec.name, etype, array), size
                 raw = reader.read_exact(size)
                 if etype is not ElementType.BOOL and len(raw) == size:
                     # Nothing to check: a view of the bytes read (no copy).

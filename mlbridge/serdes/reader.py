@@ -7,16 +7,24 @@ clean end (between records) from input that stops in the middle of a record.
 
 from __future__ import annotations
 
-from typing import BinaryIO, Protocol, runtime_checkable
+import sys
+from typing import Any, BinaryIO, Protocol, runtime_checkable
+
+import numpy as np
 
 from mlbridge.errors import LimitExceededError, TruncatedInputError
 
-__all__ = ["ByteReader", "BytesReader", "StreamReader"]
+__all__ = ["ByteReader", "BytesReader", "RecyclingBuffer", "StreamReader"]
 
 
 @runtime_checkable
 class ByteReader(Protocol):
-    """What a decoder reads from."""
+    """What a decoder reads from.
+
+    A reader may also offer ``read_into(view: memoryview) -> None``, which fills ``view``
+    with exactly the next ``len(view)`` bytes (or raises :class:`TruncatedInputError`):
+    decoders use it, when present, to read tensor values straight into their arrays.
+    """
 
     @property
     def offset(self) -> int:
@@ -77,6 +85,15 @@ class BytesReader:
         self._pos += n
         return self._data[start : self._pos]
 
+    def read_into(self, view: memoryview) -> None:
+        """Fill ``view`` with the next ``len(view)`` bytes; :class:`TruncatedInputError` if
+        fewer remain."""
+        n = len(view)
+        if n > len(self._data) - self._pos:
+            self.read_exact(n)  # raises, with the message
+        view[:] = memoryview(self._data)[self._pos : self._pos + n]
+        self._pos += n
+
     def read_line(self, max_len: int) -> bytes:
         """Read a line terminated by newline and return it without the newline."""
         end = self._data.find(b"\n", self._pos, self._pos + max_len + 1)
@@ -135,6 +152,11 @@ class StreamReader:
         self._pos += n
         return data
 
+    def read_into(self, view: memoryview) -> None:
+        """Fill ``view`` with the next ``len(view)`` bytes; :class:`TruncatedInputError` if
+        the stream ends first."""
+        view[:] = self.read_exact(len(view))
+
     def read_line(self, max_len: int) -> bytes:
         """Read a line terminated by newline and return it without the newline."""
         start = self._pos
@@ -155,3 +177,66 @@ class StreamReader:
             f"input ends at byte offset {self._pos} in a line that started at offset {start} "
             "(no terminating newline)"
         )
+
+
+class RecyclingBuffer:
+    """Memory for decoded tensor values that is reused once nothing refers to it.
+
+    Decoders carve each message's arrays out of a block (8-byte aligned slices of a
+    ``uint8`` numpy array). When a message starts, a block from which no array is alive
+    any more (CPython's reference count says so) is reused from its start, so a loop
+    that drops its observations reads every message into memory that is already mapped.
+    Two blocks take turns, because the previous observation is usually still referenced
+    while the next one is read (``while (obs := ci.evaluate())``). Arrays that are kept
+    (e.g. a trainer's trajectory) keep their block alive and are never overwritten: the
+    message then goes to the rest of the current block or to a new one of at most twice
+    its own size (or ``MIN_BLOCK``), so a kept array pins little memory.
+    """
+
+    __slots__ = ("_blocks", "_current", "_used")
+
+    #: The smallest block, bytes.
+    MIN_BLOCK = 1 << 16
+    #: Blocks kept for reuse.
+    KEEP = 2
+
+    def __init__(self) -> None:
+        self._blocks: list[np.ndarray[Any, np.dtype[np.uint8]]] = []
+        self._current = -1
+        self._used = 0
+
+    @staticmethod
+    def padded(nbytes: int) -> int:
+        """``nbytes`` rounded up to the 8-byte alignment of every slice."""
+        return (nbytes + 7) & ~7
+
+    def start_message(self, nbytes: int) -> None:
+        """Make room for a message of ``nbytes`` (the sum of its :meth:`padded` sizes)."""
+        blocks = self._blocks
+        for i in range(len(blocks)):
+            block = blocks[i]
+            # References: the list, the local and getrefcount's argument; any more are
+            # arrays that still use the block.
+            if sys.getrefcount(block) <= 3:
+                if nbytes > block.size:
+                    blocks[i] = np.empty(max(nbytes, 2 * block.size), dtype=np.uint8)
+                self._current, self._used = i, 0
+                return
+        if self._current >= 0 and self._used + nbytes <= blocks[self._current].size:
+            return
+        block = np.empty(max(2 * nbytes, self.MIN_BLOCK), dtype=np.uint8)
+        if len(blocks) < self.KEEP:
+            blocks.append(block)
+            self._current = len(blocks) - 1
+        else:  # every block is in use: the arrays keep the old one alive
+            self._current = (self._current + 1) % self.KEEP
+            blocks[self._current] = block
+        self._used = 0
+
+    def take(self, nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        """The next ``nbytes`` slice of the message started by :meth:`start_message`."""
+        start = self._used
+        if self._current < 0 or start + nbytes > self._blocks[self._current].size:
+            raise ValueError("RecyclingBuffer.take beyond the size given to start_message")
+        self._used = start + self.padded(nbytes)
+        return self._blocks[self._current][start : start + nbytes]

@@ -12,6 +12,7 @@
 #include "passes/llvm/CodeGenAnnotation.h"
 #include "passes/llvm/FunctionFeatures.h"
 #include "plugins/common/Advisors.h"
+#include "plugins/common/RunnerCommandLine.h"
 
 #include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/LLVMContext.h"

@@ -3,12 +3,22 @@
 // Part of mlbridge. Load with
 //   opt -load-pass-plugin=<build>/lib/MLBridgeLLVMPlugin.so
 //       -passes=mlbridge-function-features [-mlbridge-...] in.ll
+// or, for the ML inline advisor (docs/inliner.md),
+//   opt -load-pass-plugin=<build>/lib/MLBridgeLLVMPlugin.so
+//       -passes='default<Oz>' -mlbridge-inline-runner=pipe
+//       -mlbridge-inline-channel=<base> in.ll
 // The -mlbridge-* options must come after -load-pass-plugin: opt registers
 // them when it loads the plugin, while it parses its command line.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/llvm/FunctionFeatures.h"
+#include "passes/llvm/MLInlineAdvisor.h"
 #include "plugins/common/Advisors.h"
+#include "plugins/common/RunnerCommandLine.h"
+
+#include "llvm/Analysis/InlineAdvisor.h"
+#include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/Module.h"
 
 #include "llvm/Passes/OptimizationLevel.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -69,6 +79,87 @@ cl::opt<bool> AddToDefaultPipelines(
              "pipelines (default<O1..O3>, default<Os>...)"),
     cl::init(false), cl::cat(MLBridgeCategory));
 
+// The ML inline advisor. Installed (PluginInlineAdvisorAnalysis) only when
+// asked for, so that without these options opt inlines as it always does.
+enum class InlineAdvisorChoice { Default, ML };
+
+cl::opt<InlineAdvisorChoice> InlineAdvisorOpt(
+    "mlbridge-inline-advisor",
+    cl::desc("The advisor of LLVM's inliner in default<O1..O3,Os,Oz>, "
+             "inliner-wrapper and module-inline (not a bare cgscc(inline)); "
+             "giving -mlbridge-inline-runner or -mlbridge-inline-model also "
+             "selects 'ml'"),
+    cl::values(clEnumValN(InlineAdvisorChoice::Default, "default",
+                          "LLVM's own advisor, untouched (the default)"),
+               clEnumValN(InlineAdvisorChoice::ML, "ml",
+                          "mlbridge's ML inline advisor: LLVM's ML inliner "
+                          "features, decisions from the model "
+                          "-mlbridge-inline-runner names; legality stays "
+                          "with LLVM")),
+    cl::init(InlineAdvisorChoice::Default), cl::cat(MLBridgeCategory));
+
+// -mlbridge-inline-runner, -mlbridge-inline-channel, -mlbridge-inline-address,
+// -mlbridge-inline-serdes, -mlbridge-inline-timeout-ms,
+// -mlbridge-inline-on-model-failure.
+mlbridge::plugins::RunnerCommandLine InlineRunnerOpts(
+    "mlbridge-inline-", MLBridgeCategory,
+    {"The model runner the ML inline advisor asks for each inlining decision "
+     "(features and advice of LLVM's ML inliner; docs/inliner.md)",
+     "in-process policy answering LLVM's default heuristic's decision "
+     "(inlining_default; default)",
+     "one warning naming the cause, then LLVM's default inline advisor for "
+     "the rest of the compilation"});
+
+cl::opt<bool> InlineIncludeDefault(
+    "mlbridge-inline-include-default",
+    cl::desc("ML inline advisor: also send the default heuristic's decision as "
+             "the int64 [1] feature 'inlining_default', after LLVM's features "
+             "(as stock -inliner-interactive-include-default; default on)"),
+    cl::init(true), cl::cat(MLBridgeCategory));
+
+bool mlInlineAdvisorSelected() {
+  if (InlineAdvisorOpt.getNumOccurrences() > 0)
+    return InlineAdvisorOpt == InlineAdvisorChoice::ML;
+  return InlineRunnerOpts.runnerGiven() || InlineRunnerOpts.modelGiven();
+}
+
+// PluginInlineAdvisorAnalysis's factory is a plain function of (Module, FAM,
+// Params, Context), while llvm::MLInlineAdvisor needs the module analysis
+// manager: the registration callback below remembers it.
+ModuleAnalysisManager *InlinerMAM = nullptr;
+
+InlineAdvisor *createInlineAdvisor(Module &M, FunctionAnalysisManager &FAM,
+                                   InlineParams Params, InlineContext IC) {
+  auto *Proxy =
+      InlinerMAM
+          ? InlinerMAM->getCachedResult<FunctionAnalysisManagerModuleProxy>(M)
+          : nullptr;
+  if (!Proxy || &Proxy->getManager() != &FAM) {
+    M.getContext().diagnose(DiagnosticInfoGeneric(
+        "mlbridge-inline: the inliner's analysis managers are not those the "
+        "plugin registered its advisor with; using LLVM's default inline "
+        "advisor",
+        DS_Warning));
+    return std::make_unique<DefaultInlineAdvisor>(M, FAM, Params, IC).release();
+  }
+  mlbridge::plugins::RunnerConfig Config = InlineRunnerOpts.config();
+  mlbridge::passes::MLInlineAdvisorOptions Options;
+  Options.IncludeDefault = InlineIncludeDefault;
+  Options.FallBackOnFailure =
+      Config.OnFailure == mlbridge::plugins::ModelFailurePolicy::Fallback;
+  Options.RunnerDescription = mlbridge::plugins::describeRunner(Config);
+  auto Factory = [&Config](std::vector<mlbridge::TensorSpec> Features,
+                           mlbridge::TensorSpec Advice) {
+    return mlbridge::plugins::createModelRunner(
+        Config, std::move(Features), std::move(Advice),
+        mlbridge::passes::inliningDefaultPolicy());
+  };
+  // InlineAdvisorAnalysis takes ownership of the returned advisor.
+  return mlbridge::passes::createMLInlineAdvisor(M, *InlinerMAM, Params, IC,
+                                                 std::move(Options), Factory)
+      .release();
+}
+
 mlbridge::passes::FunctionFeaturesPass makePass() {
   mlbridge::passes::BuiltinPolicyParams Params;
   Params.SmallFunctionThreshold = SmallFunctionThreshold;
@@ -82,6 +173,13 @@ mlbridge::passes::FunctionFeaturesPass makePass() {
 }
 
 void registerCallbacks(PassBuilder &PB) {
+  PB.registerAnalysisRegistrationCallback([](ModuleAnalysisManager &MAM) {
+    if (!mlInlineAdvisorSelected())
+      return;
+    InlinerMAM = &MAM;
+    MAM.registerPass(
+        [] { return PluginInlineAdvisorAnalysis(createInlineAdvisor); });
+  });
   PB.registerPipelineParsingCallback(
       [](StringRef Name, FunctionPassManager &FPM,
          ArrayRef<PassBuilder::PipelineElement>) {

@@ -201,18 +201,18 @@ mlbridge_status mlbridge_runner_create_callback(
   return MLBRIDGE_OK;
 }
 
-mlbridge_status mlbridge_runner_create_pipe(
-    const mlbridge_tensor_spec *Features, size_t NumFeatures,
-    const mlbridge_tensor_spec *Advice, const char *Base, const char *SerDes,
-    int64_t TimeoutMs, mlbridge_runner **Out) {
+/// The two pipe constructors; \p Score may be null (no outcomes).
+static mlbridge_status
+createPipe(const char *Fn, const mlbridge_tensor_spec *Features,
+           size_t NumFeatures, const mlbridge_tensor_spec *Advice,
+           const mlbridge_tensor_spec *Score, const char *Base,
+           const char *SerDes, int64_t TimeoutMs, mlbridge_runner **Out) {
   if (!Out || !Advice || !Base || !SerDes || (NumFeatures && !Features))
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
-                "mlbridge_runner_create_pipe: null argument");
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": null argument");
   *Out = nullptr;
   if (TimeoutMs <= 0)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
-                "mlbridge_runner_create_pipe: the timeout must be positive, "
-                "got " +
+                Twine(Fn) + ": the timeout must be positive, got " +
                     Twine(TimeoutMs) + " ms");
   Expected<std::vector<TensorSpec>> Specs = toSpecs(Features, NumFeatures);
   if (!Specs)
@@ -224,6 +224,13 @@ mlbridge_status mlbridge_runner_create_pipe(
   if (!Kind)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Kind.takeError());
   PipeModelRunnerOptions O;
+  if (Score) {
+    Expected<TensorSpec> ScoreSpec = toSpec(Score);
+    if (!ScoreSpec)
+      return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
+                  "score: " + toString(ScoreSpec.takeError()));
+    O.Score = std::move(*ScoreSpec);
+  }
   O.ChannelBase = Base;
   O.Kind = *Kind;
   O.ConnectTimeout = O.Timeout = std::chrono::milliseconds(TimeoutMs);
@@ -236,6 +243,124 @@ mlbridge_status mlbridge_runner_create_pipe(
   Handle->Pipe = R->get();
   Handle->Runner = std::move(*R);
   *Out = Handle.release();
+  return MLBRIDGE_OK;
+}
+
+mlbridge_status mlbridge_runner_create_pipe(
+    const mlbridge_tensor_spec *Features, size_t NumFeatures,
+    const mlbridge_tensor_spec *Advice, const char *Base, const char *SerDes,
+    int64_t TimeoutMs, mlbridge_runner **Out) {
+  return createPipe("mlbridge_runner_create_pipe", Features, NumFeatures,
+                    Advice, nullptr, Base, SerDes, TimeoutMs, Out);
+}
+
+mlbridge_status mlbridge_runner_create_pipe_with_score(
+    const mlbridge_tensor_spec *Features, size_t NumFeatures,
+    const mlbridge_tensor_spec *Advice, const mlbridge_tensor_spec *Score,
+    const char *Base, const char *SerDes, int64_t TimeoutMs,
+    mlbridge_runner **Out) {
+  if (!Score) {
+    if (Out)
+      *Out = nullptr;
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
+                "mlbridge_runner_create_pipe_with_score: null score spec "
+                "(use mlbridge_runner_create_pipe for no outcomes)");
+  }
+  return createPipe("mlbridge_runner_create_pipe_with_score", Features,
+                    NumFeatures, Advice, Score, Base, SerDes, TimeoutMs, Out);
+}
+
+/// The pipe runner behind \p Runner, or a failure naming \p Fn.
+static mlbridge_status pipeOf(mlbridge_runner *Runner, const char *Fn,
+                              PipeModelRunner *&Pipe) {
+  if (!Runner)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": null runner");
+  if (!Runner->Pipe)
+    return fail(MLBRIDGE_ERROR_UNSUPPORTED,
+                Twine(Fn) + ": only a pipe runner (mlbridge_runner_create_pipe"
+                            "*) has this");
+  Pipe = Runner->Pipe;
+  return MLBRIDGE_OK;
+}
+
+mlbridge_status mlbridge_runner_send_outcome(mlbridge_runner *Runner,
+                                             int64_t ObservationId,
+                                             mlbridge_element_type Type,
+                                             const void *Data, size_t Count) {
+  static const char Fn[] = "mlbridge_runner_send_outcome";
+  PipeModelRunner *Pipe = nullptr;
+  if (mlbridge_status S = pipeOf(Runner, Fn, Pipe))
+    return S;
+  const std::optional<TensorSpec> &Spec = Pipe->options().Score;
+  if (!Spec)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
+                Twine(Fn) + ": the runner has no score spec (create it with "
+                            "mlbridge_runner_create_pipe_with_score)");
+  if (!validType(Type) || static_cast<int>(Spec->type()) != Type)
+    return fail(MLBRIDGE_ERROR_TYPE_MISMATCH,
+                Twine(Fn) + ": score '" + Spec->name() + "' is " +
+                    elementTypeName(Spec->type()) + ", given " +
+                    (validType(Type)
+                         ? elementTypeName(static_cast<ElementType>(Type))
+                         : StringRef("an unknown type")));
+  if (Type == MLBRIDGE_STRING)
+    return fail(MLBRIDGE_ERROR_TYPE_MISMATCH,
+                Twine(Fn) + ": string scores are not supported in C");
+  if (Count && !Data)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": null data");
+  // The concrete shape: a static spec's own, or its one dynamic dimension
+  // filled by the count.
+  std::vector<int64_t> Shape(Spec->shape().begin(), Spec->shape().end());
+  uint64_t Static = 1;
+  size_t NumDynamic = 0;
+  for (int64_t D : Shape)
+    D == DynamicDim ? ++NumDynamic : Static *= static_cast<uint64_t>(D);
+  bool Fits = NumDynamic == 0
+                  ? Count == Static
+                  : NumDynamic == 1 && Static != 0 && Count % Static == 0;
+  if (!Fits)
+    return fail(MLBRIDGE_ERROR_SHAPE_MISMATCH,
+                Twine(Fn) + ": " + Twine(Count) +
+                    " elements do not fit score '" + Spec->name() + "'");
+  for (int64_t &D : Shape)
+    if (D == DynamicDim)
+      D = static_cast<int64_t>(Count / Static);
+  size_t Size = elementSize(static_cast<ElementType>(Type));
+  Expected<TensorValue> V = TensorValue::fromBytes(
+      Spec->name(), Spec->type(), Shape,
+      ArrayRef<char>(static_cast<const char *>(Data), Count * Size));
+  if (!V)
+    return fail(MLBRIDGE_ERROR_SHAPE_MISMATCH, V.takeError());
+  bool Usable = !Pipe->finished() && !Pipe->failed();
+  if (Error E = Pipe->sendOutcome(ObservationId, *V))
+    // A usable runner that refuses without failing refused the arguments
+    // (the id); anything that broke the channel is the model's side.
+    return fail(Usable && !Pipe->failed() ? MLBRIDGE_ERROR_INVALID_ARGUMENT
+                                          : MLBRIDGE_ERROR_MODEL,
+                std::move(E));
+  return MLBRIDGE_OK;
+}
+
+mlbridge_status mlbridge_runner_change_specs(
+    mlbridge_runner *Runner, const mlbridge_tensor_spec *Features,
+    size_t NumFeatures, const mlbridge_tensor_spec *Advice) {
+  static const char Fn[] = "mlbridge_runner_change_specs";
+  PipeModelRunner *Pipe = nullptr;
+  if (mlbridge_status S = pipeOf(Runner, Fn, Pipe))
+    return S;
+  if (!Advice || (NumFeatures && !Features))
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": null argument");
+  Expected<std::vector<TensorSpec>> Specs = toSpecs(Features, NumFeatures);
+  if (!Specs)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Specs.takeError());
+  Expected<TensorSpec> AdviceSpec = toSpec(Advice);
+  if (!AdviceSpec)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, AdviceSpec.takeError());
+  if (Error E = Pipe->changeSpecs(std::move(*Specs), std::move(*AdviceSpec)))
+    return fail(Pipe->finished() || Pipe->failed()
+                    ? MLBRIDGE_ERROR_MODEL
+                    : MLBRIDGE_ERROR_INVALID_ARGUMENT,
+                std::move(E));
   return MLBRIDGE_OK;
 }
 

@@ -12,12 +12,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <thread>
 #include <unistd.h>
 
@@ -386,11 +388,22 @@ Error PipeModelRunner::connect() {
 }
 
 Error PipeModelRunner::writeAll(StringRef Data, const Twine &What) {
+  return writeAllV(ArrayRef<StringRef>(Data), What);
+}
+
+Error PipeModelRunner::writeAllV(ArrayRef<StringRef> Parts, const Twine &What) {
   SigPipeBlocker Guard;
-  while (!Data.empty()) {
+  // iovecs of what is left; the first may be partly written.
+  SmallVector<struct iovec, 8> Vec;
+  for (StringRef P : Parts)
+    if (!P.empty())
+      Vec.push_back({const_cast<char *>(P.data()), P.size()});
+  size_t First = 0;
+  while (First < Vec.size()) {
     Clock::time_point Deadline = Clock::now() + Options.Timeout;
     ssize_t N;
-    while ((N = ::write(OutFD, Data.data(), Data.size())) < 0) {
+    int Count = static_cast<int>(std::min<size_t>(Vec.size() - First, IOV_MAX));
+    while ((N = ::writev(OutFD, Vec.data() + First, Count)) < 0) {
       if (errno == EPIPE)
         return pipeError(std::errc::broken_pipe, "the model closed " + OutPath +
                                                      " while " + What +
@@ -407,7 +420,13 @@ Error PipeModelRunner::writeAll(StringRef Data, const Twine &What) {
                          "the model did not read " + What + " from " + OutPath +
                              " within " + formatBound(Options.Timeout));
     }
-    Data = Data.drop_front(static_cast<size_t>(N));
+    size_t Done = static_cast<size_t>(N);
+    while (First < Vec.size() && Done >= Vec[First].iov_len)
+      Done -= Vec[First++].iov_len;
+    if (First < Vec.size()) {
+      Vec[First].iov_base = static_cast<char *>(Vec[First].iov_base) + Done;
+      Vec[First].iov_len -= Done;
+    }
   }
   return Error::success();
 }
@@ -551,11 +570,18 @@ PipeModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
   if (Error E = connect())
     return E;
   int64_t Id = NextId++;
-  std::string Data;
-  if (Error E =
-          Out->encodeMessage(MessageKind::Observation, Id, Features, Data))
+  // Straight from the feature buffers where the SerDes allows (bitstream):
+  // no copy of the values before the kernel's.
+  Scratch.clear();
+  Pieces.clear();
+  if (Error E = Out->encodeMessagePieces(MessageKind::Observation, Id, Features,
+                                         Scratch, Pieces))
     return E; // the runner stays usable: nothing was sent
-  if (Error E = fail(writeAll(Data, formatv("observation {0}", Id).str())))
+  Parts.clear();
+  for (const SerDes::Piece &P : Pieces)
+    Parts.push_back(P.External ? StringRef(P.External, P.Size)
+                               : StringRef(Scratch).substr(P.Offset, P.Size));
+  if (Error E = fail(writeAllV(Parts, formatv("observation {0}", Id).str())))
     return E;
   Expected<TensorValue> V = readReply(Id);
   if (!V)

@@ -161,10 +161,18 @@ public:
 
   Error encodeMessage(MessageKind Kind, int64_t Id, ArrayRef<TensorRef> Tensors,
                       std::string &Out) override;
+  /// The message line and the trailing newline in the scratch string, the
+  /// numeric values referenced in place.
+  Error encodeMessagePieces(MessageKind Kind, int64_t Id,
+                            ArrayRef<TensorRef> Tensors, std::string &Scratch,
+                            std::vector<Piece> &Pieces) override;
 
   Expected<std::optional<Record>> decode(ByteReader &Reader) override;
 
 private:
+  /// Checks \p Tensors against the header and appends the message line.
+  Error encodeMessageLine(MessageKind Kind, int64_t Id,
+                          ArrayRef<TensorRef> Tensors, std::string &Out);
   /// The specs of messages of \p Kind in the current header.
   Expected<std::vector<const TensorSpec *>> specsFor(MessageKind Kind) const;
   Expected<Message> decodeMessage(MessageKind Kind, int64_t Id,
@@ -207,6 +215,53 @@ BitstreamSerDes::specsFor(MessageKind Kind) const {
 Error BitstreamSerDes::encodeMessage(MessageKind Kind, int64_t Id,
                                      ArrayRef<TensorRef> Tensors,
                                      std::string &Out) {
+  size_t OldSize = Out.size();
+  if (Error E = encodeMessageLine(Kind, Id, Tensors, Out))
+    return E;
+  for (const TensorRef &T : Tensors) {
+    if (Error E = encodeRawTensor(T, Out)) {
+      Out.resize(OldSize);
+      return E;
+    }
+  }
+  Out += '\n';
+  return Error::success();
+}
+
+Error BitstreamSerDes::encodeMessagePieces(MessageKind Kind, int64_t Id,
+                                           ArrayRef<TensorRef> Tensors,
+                                           std::string &Scratch,
+                                           std::vector<Piece> &Pieces) {
+  size_t OldSize = Scratch.size(), OldPieces = Pieces.size();
+  if (Error E = encodeMessageLine(Kind, Id, Tensors, Scratch))
+    return E;
+  size_t Start = OldSize; // of the piece being gathered in Scratch
+  auto Flush = [&] {
+    if (Scratch.size() > Start)
+      Pieces.push_back({nullptr, Start, Scratch.size() - Start});
+    Start = Scratch.size();
+  };
+  for (const TensorRef &T : Tensors) {
+    if (T.type() != ElementType::String) {
+      Flush();
+      if (!T.bytes().empty())
+        Pieces.push_back({T.bytes().data(), 0, T.bytes().size()});
+      continue;
+    }
+    if (Error E = encodeRawTensor(T, Scratch)) {
+      Scratch.resize(OldSize);
+      Pieces.resize(OldPieces);
+      return E;
+    }
+  }
+  Scratch += '\n';
+  Flush();
+  return Error::success();
+}
+
+Error BitstreamSerDes::encodeMessageLine(MessageKind Kind, int64_t Id,
+                                         ArrayRef<TensorRef> Tensors,
+                                         std::string &Out) {
   Expected<std::vector<const TensorSpec *>> Specs = specsFor(Kind);
   if (!Specs)
     return Specs.takeError();
@@ -252,7 +307,6 @@ Error BitstreamSerDes::encodeMessage(MessageKind Kind, int64_t Id,
           static_cast<unsigned long long>(Count.value_or(0)));
     AnyDynamic |= Spec.isDynamic();
   }
-  size_t OldSize = Out.size();
   Out += "{\"";
   Out += messageKindName(Kind);
   Out += "\":";
@@ -273,13 +327,6 @@ Error BitstreamSerDes::encodeMessage(MessageKind Kind, int64_t Id,
     Out += '}';
   }
   Out += "}\n";
-  for (const TensorRef &T : Tensors) {
-    if (Error E = encodeRawTensor(T, Out)) {
-      Out.resize(OldSize);
-      return E;
-    }
-  }
-  Out += '\n';
   return Error::success();
 }
 

@@ -13,6 +13,7 @@
 
 #include "mlbridge/SerDes/JSON.h"
 #include "Common.h"
+#include "ShortestFloat.h"
 
 #include "llvm/ADT/SmallString.h"
 
@@ -116,6 +117,78 @@ static char *formatFloating(T V, int MinFixed, int MaxFixed, char *P) {
   return std::to_chars(P, P + 8, Exp).ptr;
 }
 
+/// Two-digit strings "00" to "99", for writing digits two at a time.
+static constexpr char DigitPairs[] = "00010203040506070809"
+                                     "10111213141516171819"
+                                     "20212223242526272829"
+                                     "30313233343536373839"
+                                     "40414243444546474849"
+                                     "50515253545556575859"
+                                     "60616263646566676869"
+                                     "70717273747576777879"
+                                     "80818283848586878889"
+                                     "90919293949596979899";
+
+/// Writes \p V like formatFloating<float>(V, -6, 12, P), with the digits of
+/// shortest::toDecimal() instead of std::to_chars (several times faster).
+static char *formatFloat32(float V, char *P) {
+  uint32_t Bits;
+  std::memcpy(&Bits, &V, 4);
+  uint32_t Magnitude = Bits & 0x7fffffffu;
+  if (Magnitude == 0 || Magnitude >= 0x7f800000u) // zero, infinity, NaN
+    return formatFloating(V, -6, 12, P);
+  if (Bits >> 31)
+    *P++ = '-';
+  shortest::Decimal32 D = shortest::toDecimal(Magnitude);
+  // The digits, most significant first, two at a time from the right.
+  char Digits[10] = {};
+  int NumDigits = 0;
+  for (uint32_t T = D.Digits; T; T /= 10)
+    ++NumDigits;
+  char *End = Digits + NumDigits;
+  uint32_t T = D.Digits;
+  while (T >= 10) {
+    End -= 2;
+    std::memcpy(End, DigitPairs + 2 * (T % 100), 2);
+    T /= 100;
+  }
+  if (End != Digits)
+    *--End = static_cast<char>('0' + T);
+  int Exp = D.Exponent + NumDigits - 1; // scientific: d.ddd x 10^Exp
+  if (Exp >= -6 && Exp <= 12) {
+    if (Exp < 0) {
+      *P++ = '0';
+      *P++ = '.';
+      for (int I = -Exp - 1; I > 0; --I)
+        *P++ = '0';
+      std::memcpy(P, Digits, NumDigits);
+      return P + NumDigits;
+    }
+    if (NumDigits <= Exp + 1) {
+      std::memcpy(P, Digits, NumDigits);
+      P += NumDigits;
+      for (int I = Exp + 1 - NumDigits; I > 0; --I)
+        *P++ = '0';
+      std::memcpy(P, ".0", 2);
+      return P + 2;
+    }
+    std::memcpy(P, Digits, Exp + 1);
+    P += Exp + 1;
+    *P++ = '.';
+    std::memcpy(P, Digits + Exp + 1, NumDigits - Exp - 1);
+    return P + (NumDigits - Exp - 1);
+  }
+  *P++ = Digits[0];
+  if (NumDigits > 1) {
+    *P++ = '.';
+    std::memcpy(P, Digits + 1, NumDigits - 1);
+    P += NumDigits - 1;
+  }
+  *P++ = 'e';
+  *P++ = Exp < 0 ? '-' : '+';
+  return std::to_chars(P, P + 8, Exp < 0 ? -Exp : Exp).ptr;
+}
+
 template <typename T>
 static void writeFloating(T V, int MinFixed, int MaxFixed, std::string &Out) {
   char Buf[MaxFloatChars];
@@ -128,7 +201,8 @@ void writeJSONDouble(double V, std::string &Out) {
 }
 
 void writeJSONFloat(float V, std::string &Out) {
-  writeFloating(V, -6, 12, Out);
+  char Buf[MaxFloatChars];
+  Out.append(Buf, formatFloat32(V, Buf));
 }
 
 /// Writes \p N comma-separated elements of type \p T from \p Data, formatting
@@ -192,9 +266,8 @@ static Error writeData(const TensorRef &T, std::string &Out) {
     break;
   case ElementType::Float:
     Out.reserve(Out.size() + N * 12);
-    writeElements<float, MaxFloatChars>(D, N, Out, [](float V, char *P) {
-      return formatFloating(V, -6, 12, P);
-    });
+    writeElements<float, MaxFloatChars>(
+        D, N, Out, [](float V, char *P) { return formatFloat32(V, P); });
     break;
   case ElementType::Double:
     Out.reserve(Out.size() + N * 20);

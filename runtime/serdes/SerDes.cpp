@@ -63,6 +63,17 @@ std::string formatShape(ArrayRef<int64_t> Shape) {
   return S + "]";
 }
 
+Error SerDes::encodeMessagePieces(MessageKind Kind, int64_t Id,
+                                  ArrayRef<TensorRef> Tensors,
+                                  std::string &Scratch,
+                                  std::vector<Piece> &Pieces) {
+  size_t Start = Scratch.size();
+  if (Error E = encodeMessage(Kind, Id, Tensors, Scratch))
+    return E;
+  Pieces.push_back({nullptr, Start, Scratch.size() - Start});
+  return Error::success();
+}
+
 Error SerDes::encode(const Record &R, std::string &Out) {
   if (const auto *H = std::get_if<Header>(&R))
     return encodeHeader(*H, Out);

@@ -298,6 +298,147 @@ static void testPipeRunner(const char *SerDes) {
   rmdir(Dir);
 }
 
+/* Reads all of Path (at most Size - 1 bytes) into Buf; false if it cannot. */
+static bool readFile(const char *Path, char *Buf, size_t Size) {
+  FILE *F = fopen(Path, "r");
+  if (!F)
+    return false;
+  size_t N = fread(Buf, 1, Size - 1, F);
+  Buf[N] = '\0';
+  fclose(F);
+  return true;
+}
+
+/* Outcomes and spec changes over a real pipe: the model
+   (test/unit/pipe_model.py with a report file) records every observation's
+   context, id, feature names and outcome, and whether the session ended with
+   an end record. */
+static void testPipeOutcomesAndSpecs(const char *SerDes) {
+  char Dir[] = "/tmp/mlbridge-capi-train-XXXXXX";
+  CHECK(mkdtemp(Dir) != NULL);
+  char Base[sizeof(Dir) + 16], Report[sizeof(Dir) + 16];
+  snprintf(Base, sizeof(Base), "%s/channel", Dir);
+  snprintf(Report, sizeof(Report), "%s/report", Dir);
+
+  const int64_t One[] = {1};
+  const int64_t Two[] = {2};
+  const int64_t Three[] = {3};
+  mlbridge_tensor_spec Features[2] = {{"x", MLBRIDGE_INT64, One, 1},
+                                      {"v", MLBRIDGE_FLOAT, Three, 1}};
+  mlbridge_tensor_spec Advice = {"d", MLBRIDGE_INT64, One, 1};
+  mlbridge_tensor_spec Score = {"reward", MLBRIDGE_FLOAT, One, 1};
+  mlbridge_runner *R = NULL;
+  CHECK(mlbridge_runner_create_pipe_with_score(Features, 2, &Advice, NULL, Base,
+                                               SerDes, 20000, &R) ==
+        MLBRIDGE_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(mlbridge_last_error(), "score") != NULL);
+  CHECK(mlbridge_runner_create_pipe_with_score(Features, 2, &Advice, &Score,
+                                               Base, SerDes, 20000,
+                                               &R) == MLBRIDGE_OK);
+  if (!R)
+    return;
+
+  char Script[4096];
+  snprintf(Script, sizeof(Script), "%s/test/unit/pipe_model.py",
+           MLBRIDGE_SOURCE_DIR);
+  char *Argv[] = {(char *)MLBRIDGE_PYTHON, Script, Base, (char *)SerDes,
+                  (char *)"sum",           Report, NULL};
+  pid_t Pid = -1;
+  CHECK(posix_spawn(&Pid, MLBRIDGE_PYTHON, NULL, NULL, Argv, environ) == 0);
+
+  CHECK(mlbridge_runner_switch_context(R, "main") == MLBRIDGE_OK);
+  for (int64_t I = 0; I < 2; ++I) {
+    float V[3] = {1.0f, 2.0f, (float)I};
+    int64_t D = -1;
+    CHECK(mlbridge_runner_set_feature(R, "x", MLBRIDGE_INT64, &I, 1) ==
+          MLBRIDGE_OK);
+    CHECK(mlbridge_runner_set_feature(R, "v", MLBRIDGE_FLOAT, V, 3) ==
+          MLBRIDGE_OK);
+    CHECK(mlbridge_runner_evaluate_scalar(R, MLBRIDGE_INT64, &D) ==
+          MLBRIDGE_OK);
+    CHECK(D == 2 * I + 3);
+  }
+  float Reward = 1.5f;
+  CHECK(mlbridge_runner_send_outcome(R, 0, MLBRIDGE_FLOAT, &Reward, 1) ==
+        MLBRIDGE_OK);
+  /* Refused before anything is sent; the runner stays usable. */
+  CHECK(mlbridge_runner_send_outcome(R, 7, MLBRIDGE_FLOAT, &Reward, 1) ==
+        MLBRIDGE_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(mlbridge_last_error(), "no observation 7") != NULL);
+  int64_t WrongType = 1;
+  CHECK(mlbridge_runner_send_outcome(R, 0, MLBRIDGE_INT64, &WrongType, 1) ==
+        MLBRIDGE_ERROR_TYPE_MISMATCH);
+  CHECK(strstr(mlbridge_last_error(), "reward") != NULL);
+  float TwoRewards[2] = {1.0f, 2.0f};
+  CHECK(mlbridge_runner_send_outcome(R, 0, MLBRIDGE_FLOAT, TwoRewards, 2) ==
+        MLBRIDGE_ERROR_SHAPE_MISMATCH);
+
+  /* New specs: `v` goes, `w` comes, the advice becomes a float. */
+  mlbridge_tensor_spec NewFeatures[2] = {{"x", MLBRIDGE_INT64, One, 1},
+                                         {"w", MLBRIDGE_DOUBLE, Two, 1}};
+  mlbridge_tensor_spec NewAdvice = {"f", MLBRIDGE_FLOAT, One, 1};
+  CHECK(mlbridge_runner_change_specs(R, NewFeatures, 2, NULL) ==
+        MLBRIDGE_ERROR_INVALID_ARGUMENT);
+  CHECK(mlbridge_runner_change_specs(R, NewFeatures, 2, &NewAdvice) ==
+        MLBRIDGE_OK);
+  float V[3] = {0, 0, 0};
+  CHECK(mlbridge_runner_set_feature(R, "v", MLBRIDGE_FLOAT, V, 3) ==
+        MLBRIDGE_ERROR_INVALID_ARGUMENT);
+  int64_t X = 4;
+  double W[2] = {0.5, 0.25};
+  CHECK(mlbridge_runner_set_feature(R, "x", MLBRIDGE_INT64, &X, 1) ==
+        MLBRIDGE_OK);
+  CHECK(mlbridge_runner_set_feature(R, "w", MLBRIDGE_DOUBLE, W, 2) ==
+        MLBRIDGE_OK);
+  float F = 0;
+  CHECK(mlbridge_runner_evaluate_scalar(R, MLBRIDGE_FLOAT, &F) == MLBRIDGE_OK);
+  CHECK(F == 4.75f);
+  Reward = -2.0f;
+  CHECK(mlbridge_runner_send_outcome(R, 2, MLBRIDGE_FLOAT, &Reward, 1) ==
+        MLBRIDGE_OK);
+  CHECK(mlbridge_runner_finish(R) == MLBRIDGE_OK);
+  CHECK(mlbridge_runner_send_outcome(R, 2, MLBRIDGE_FLOAT, &Reward, 1) ==
+        MLBRIDGE_ERROR_MODEL);
+  CHECK(strstr(mlbridge_last_error(), "finished") != NULL);
+  CHECK(mlbridge_runner_change_specs(R, NewFeatures, 2, &NewAdvice) ==
+        MLBRIDGE_ERROR_MODEL);
+  if (Pid > 0)
+    CHECK(waitBounded(Pid, 60) == 0);
+  mlbridge_runner_destroy(R);
+
+  char Text[1024] = "";
+  CHECK(readFile(Report, Text, sizeof(Text)));
+  static const char Expected[] = "main 0 x,v 1.5\n"
+                                 "main 1 x,v none\n"
+                                 "main 2 x,w -2\n"
+                                 "ended\n";
+  bool Same = strcmp(Text, Expected) == 0;
+  CHECK(Same);
+  if (!Same)
+    fprintf(stderr, "report of the %s model:\n%s", SerDes, Text);
+  unlink(Report);
+  CHECK(countEntries(Dir) == 0);
+  rmdir(Dir);
+}
+
+/* Outcomes and spec changes belong to the pipe runner only. */
+static void testTrainingCallsNeedAPipe(void) {
+  const int64_t One[] = {1};
+  mlbridge_tensor_spec Advice = {"inlining_decision", MLBRIDGE_INT64, One, 1};
+  mlbridge_runner *R = NULL;
+  CHECK(mlbridge_runner_create_callback(NULL, 0, &Advice, failingPolicy, NULL,
+                                        &R) == MLBRIDGE_OK);
+  float Reward = 1.0f;
+  CHECK(mlbridge_runner_send_outcome(R, 0, MLBRIDGE_FLOAT, &Reward, 1) ==
+        MLBRIDGE_ERROR_UNSUPPORTED);
+  CHECK(strstr(mlbridge_last_error(), "pipe runner") != NULL);
+  CHECK(mlbridge_runner_change_specs(R, NULL, 0, &Advice) ==
+        MLBRIDGE_ERROR_UNSUPPORTED);
+  CHECK(mlbridge_runner_send_outcome(NULL, 0, MLBRIDGE_FLOAT, &Reward, 1) ==
+        MLBRIDGE_ERROR_INVALID_ARGUMENT);
+  mlbridge_runner_destroy(R);
+}
+
 /* No model: a bounded wait and an error naming the FIFO. */
 static void testPipeRunnerWithoutModel(void) {
   char Dir[] = "/tmp/mlbridge-capi-pipe-XXXXXX";
@@ -462,6 +603,9 @@ int main(void) {
   testPipeRunner("bitstream");
   testPipeRunner("json");
   testPipeRunnerWithoutModel();
+  testPipeOutcomesAndSpecs("bitstream");
+  testPipeOutcomesAndSpecs("json");
+  testTrainingCallsNeedAPipe();
   testGrpcRunner();
   testSerDes("bitstream");
   testSerDes("json");

@@ -8,6 +8,8 @@
 
 #include "mlbridge/SerDes/JSON.h"
 
+#include <charconv>
+#include <cstring>
 #include <limits>
 
 using namespace mlbridge;
@@ -25,6 +27,71 @@ std::string formatFloat(float V) {
   std::string S;
   writeJSONFloat(V, S);
   return S;
+}
+
+/// The significant digits (no leading or trailing zeros) and the exponent of
+/// the decimal that a number literal denotes: "-0.0125" -> ("125", -4).
+std::pair<std::string, int> normalizeDecimal(llvm::StringRef Text) {
+  Text.consume_front("-");
+  auto [Mantissa, ExpText] = Text.lower().find('e') == std::string::npos
+                                 ? std::pair(Text, llvm::StringRef())
+                                 : Text.split(Text.contains('e') ? 'e' : 'E');
+  int Exp = 0;
+  if (!ExpText.empty()) {
+    ExpText.consume_front("+");
+    EXPECT_FALSE(ExpText.getAsInteger(10, Exp)) << Text.str();
+  }
+  auto [Int, Frac] = Mantissa.split('.');
+  std::string Digits = (Int + Frac).str();
+  Exp -= static_cast<int>(Frac.size());
+  size_t First = Digits.find_first_not_of('0');
+  if (First == std::string::npos)
+    return {"0", 0};
+  Digits.erase(0, First);
+  while (Digits.back() == '0') {
+    Digits.pop_back();
+    ++Exp;
+  }
+  return {Digits, Exp};
+}
+
+// The float writer has its own shortest-digits algorithm (Schubfach): over a
+// sweep of every exponent, mantissa boundaries and subnormals, its digits are
+// std::to_chars's shortest ones and read back to the same bits.
+TEST(JSONFormatTest, FloatDigitsAreToCharsShortest) {
+  std::vector<uint32_t> Bits;
+  for (uint64_t B = 1; B < 0x7f800000u; B += 40009)
+    Bits.push_back(static_cast<uint32_t>(B));
+  for (uint32_t E = 0; E < 255; ++E)
+    for (uint32_t M : {0u, 1u, 2u, 0x400000u, 0x7ffffeu, 0x7fffffu})
+      Bits.push_back(E << 23 | M);
+  for (uint32_t B = 1; B < 2000; ++B)
+    Bits.push_back(B);
+  size_t Checked = 0;
+  for (uint32_t B : Bits) {
+    for (uint32_t Sign : {0u, 0x80000000u}) {
+      float F;
+      uint32_t U = B | Sign;
+      std::memcpy(&F, &U, 4);
+      if (F == 0.0f)
+        continue;
+      std::string Ours = formatFloat(F);
+      char Buf[64];
+      char *End = std::to_chars(Buf, Buf + sizeof(Buf), F).ptr;
+      ASSERT_EQ(normalizeDecimal(Ours),
+                normalizeDecimal(llvm::StringRef(Buf, End - Buf)))
+          << "bits " << U << ": " << Ours << " vs " << std::string(Buf, End);
+      float Back = 0;
+      std::from_chars_result R =
+          std::from_chars(Ours.data(), Ours.data() + Ours.size(), Back);
+      ASSERT_EQ(R.ptr, Ours.data() + Ours.size()) << Ours;
+      uint32_t BackBits;
+      std::memcpy(&BackBits, &Back, 4);
+      ASSERT_EQ(BackBits, U) << Ours;
+      ++Checked;
+    }
+  }
+  EXPECT_GT(Checked, 100000u);
 }
 
 TEST(JSONFormatTest, DoubleTable) {

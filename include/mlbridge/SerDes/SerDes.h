@@ -68,6 +68,24 @@ public:
   /// Appends an end record to \p Out.
   virtual llvm::Error encodeEnd(std::string &Out) = 0;
 
+  /// One piece of an encoded message: \p Size bytes at \p External, or (if
+  /// that is null) at offset \p Offset of the scratch string.
+  struct Piece {
+    const char *External = nullptr;
+    size_t Offset = 0;
+    size_t Size = 0;
+  };
+  /// Encodes a message record as \p Pieces to be written in order: bytes
+  /// appended to \p Scratch, and (where the format allows) the tensors' own
+  /// value bytes, referenced and not copied, so that a transport can send a
+  /// large tensor with one writev() and no copy. The pieces stay valid while
+  /// \p Scratch and the tensors do. On error, \p Scratch and \p Pieces are
+  /// unchanged. The default encodes the whole record into \p Scratch.
+  virtual llvm::Error encodeMessagePieces(MessageKind Kind, int64_t Id,
+                                          llvm::ArrayRef<TensorRef> Tensors,
+                                          std::string &Scratch,
+                                          std::vector<Piece> &Pieces);
+
   /// Appends any record to \p Out.
   llvm::Error encode(const Record &R, std::string &Out);
 

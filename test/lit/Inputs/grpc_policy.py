@@ -14,8 +14,8 @@ by the server process). A summary goes to stdout; the exit status is the compile
 or 1 with a message on stderr if the server could not be started.
 
 The policies (``mlbridge-function-features``: a class index, 0 none, 1 inline, 2 size,
-3 speed) are plain functions of this module, also usable as
-``mlbridge serve test/lit/Inputs/grpc_policy.py:blocks_mod``.
+3 speed; ``inline_small`` for the ML inline advisor: 1 inline, 0 not) are plain functions
+of this module, also usable as ``mlbridge serve test/lit/Inputs/grpc_policy.py:blocks_mod``.
 """
 
 from __future__ import annotations
@@ -50,6 +50,12 @@ def blocks_mod(obs: Any) -> int:
 def always_none(obs: Any) -> int:
     """advice = none (0) for every function."""
     return _note(obs, f"instruction_count={int(obs['instruction_count'][0])}", 0)
+
+
+def inline_small(obs: Any) -> int:
+    """The ML inline advisor: inline (1) iff the callee has at most one basic block."""
+    bbs = int(obs["callee_basic_block_count"][0])
+    return _note(obs, f"callee_basic_block_count={bbs}", int(bbs <= 1))
 
 
 def _free_loopback_address() -> str:
@@ -89,7 +95,9 @@ def main(argv: list[str]) -> int:
     split = argv.index("--")
     argv, command = argv[:split], argv[split + 1 :]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", default="blocks_mod", choices=["blocks_mod", "always_none"])
+    parser.add_argument(
+        "--policy", default="blocks_mod", choices=["blocks_mod", "always_none", "inline_small"]
+    )
     parser.add_argument("--log", type=Path)
     parser.add_argument("--tmpdir", type=Path, required=True)
     parser.add_argument("--timeout", type=float, default=60.0)

@@ -47,6 +47,24 @@ def make_policy(name: str, log: TextIO | None) -> Any:
         note(obs, f"basic_block_count={bbs}", advice)
         return advice
 
+    def inline_all(obs: Observation) -> int:
+        # Inline everything the compiler asks about (for the legality tests).
+        note(obs, f"callee_basic_block_count={int(obs['callee_basic_block_count'][0])}", 1)
+        return 1
+
+    def inline_default(obs: Observation) -> int:
+        # LLVM's default heuristic's decision, which the compiler sends as inlining_default.
+        advice = int(obs["inlining_default"][0])
+        note(obs, f"inlining_default={advice}", advice)
+        return advice
+
+    def inline_small_all_features(obs: Observation) -> int:
+        # inline-small, logging every feature in header order: the same log from stock opt
+        # and from the plugin proves that both send the same features.
+        advice = int(int(obs["callee_basic_block_count"][0]) <= 1)
+        note(obs, " ".join(f"{k}={v.reshape(-1).tolist()}" for k, v in obs.items()), advice)
+        return advice
+
     def inline_none(obs: Observation) -> int:
         note(obs, f"inlining_default={int(obs['inlining_default'][0])}", 0)
         return 0
@@ -73,6 +91,9 @@ def make_policy(name: str, log: TextIO | None) -> Any:
         "blocks-mod": blocks_mod,
         "evict-first": evict_first,
         "inline-small": inline_small,
+        "inline-all": inline_all,
+        "inline-default": inline_default,
+        "inline-small-all-features": inline_small_all_features,
         "inline-none": inline_none,
         "priority-weight": priority_weight,
         "priority-constant": priority_constant,
@@ -117,8 +138,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--policy", default="inline-small",
         choices=[
-            "inline-small", "inline-none", "priority-weight", "priority-constant", "evict-first",
-            "blocks-mod",
+            "inline-small", "inline-all", "inline-default", "inline-small-all-features",
+            "inline-none",
+            "priority-weight", "priority-constant", "evict-first", "blocks-mod",
         ],
     )  # fmt: skip
     parser.add_argument("--log", type=Path)

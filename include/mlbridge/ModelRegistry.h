@@ -1,0 +1,90 @@
+//===- ModelRegistry.h - Finding a model by name or path --------*- C++ -*-===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The C++ side of the model registry that `mlbridge models register` fills
+/// (docs/models.md): a plugin option names a model, findModel() says which
+/// file it is, which runner loads it and which tensors it reads and writes.
+///
+/// The registry is a folder with one subfolder per model name, each holding
+/// the model file and a `model.json`. findModel() only reads; the Python side
+/// writes each model atomically, so a reader never sees half of one.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MLBRIDGE_MODELREGISTRY_H
+#define MLBRIDGE_MODELREGISTRY_H
+
+#include "mlbridge/TensorSpec.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace mlbridge {
+
+/// Which in-process runner loads a model.
+enum class ModelKind {
+  Onnx,  ///< An ONNX model file, for OnnxModelRunner.
+  TFAOT, ///< A TF AOT shared object from `mlbridge aot`, for TFAOTModelRunner.
+};
+
+/// "onnx" or "tfaot", as in model.json.
+llvm::StringRef modelKindName(ModelKind Kind);
+
+/// A model found by findModel().
+struct RegisteredModel {
+  /// The registered name, or the path as given when found by path.
+  std::string Name;
+  ModelKind Kind;
+  /// The model file.
+  std::string Path;
+  /// The model's inputs (the features it reads); empty when unknown.
+  std::vector<TensorSpec> Inputs;
+  /// The model's outputs (its advice); empty when unknown.
+  std::vector<TensorSpec> Outputs;
+};
+
+/// The environment variable naming the registry folder.
+inline constexpr const char *ModelRegistryEnv = "MLBRIDGE_MODEL_REGISTRY";
+
+/// The registry folder: $MLBRIDGE_MODEL_REGISTRY if set, else
+/// $XDG_DATA_HOME/mlbridge/models if XDG_DATA_HOME is absolute, else
+/// ~/.local/share/mlbridge/models (the same rule as Python's
+/// mlbridge.models.default_registry_dir()).
+std::string defaultModelRegistryDir();
+
+/// Checks that \p Name can name a registered model: one or more of
+/// `A-Za-z0-9_.-`, not starting with '.'. The error says what is allowed.
+llvm::Error checkModelName(llvm::StringRef Name);
+
+/// Reads the model registered as the folder \p ModelDir (its `model.json`).
+/// Errors name the file and what is wrong with it.
+llvm::Expected<RegisteredModel> readRegisteredModel(llvm::StringRef ModelDir);
+
+/// The names registered in \p RegistryDir, sorted; empty if the folder does
+/// not exist.
+std::vector<std::string> listRegisteredModels(llvm::StringRef RegistryDir);
+
+/// Finds a model by registered name or by path.
+///
+/// \p NameOrPath with a '/' is a path. Otherwise it is a name looked up in
+/// \p RegistryDir (default: defaultModelRegistryDir()); a name that is not
+/// registered but is an existing file is taken as a path. A model given by
+/// path gets its kind from the extension: `.onnx` (Inputs/Outputs empty:
+/// the runner reads them from the model), or `.so` (a shared object; its
+/// specs come from the `<stem>.specs.json` sidecar `mlbridge aot` writes, or
+/// are left empty for the runner to read from the model's ABI).
+///
+/// Errors name the registry folder searched and list the names it has.
+llvm::Expected<RegisteredModel> findModel(llvm::StringRef NameOrPath,
+                                          llvm::StringRef RegistryDir = "");
+
+} // namespace mlbridge
+
+#endif // MLBRIDGE_MODELREGISTRY_H

@@ -1,0 +1,138 @@
+//===- TFAOTModelRunner.h - TensorFlow AOT-compiled models -----*- C++ -*-===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// A runner over a TensorFlow model compiled ahead of time by `mlbridge aot`
+/// (docs/tfaot.md): the model runs in-process with no TensorFlow library.
+///
+/// `mlbridge aot` wraps the class XLA generates in a small C ABI
+/// (TFAOTFunctions). The runner reaches it two ways:
+///  - load(): a shared object `<name>.so` opened by path at run time, so a
+///    compiled model can be swapped without rebuilding the compiler;
+///  - create(): a model linked in at build time (`lib<name>_aot.a`, CMake
+///    target `mlbridge_aot_<name>`), whose functions `<name>_mlbridge.h`
+///    returns as `mlbridge_aot::<name>_functions()`.
+///
+/// Either way, model inputs are bound to the compiler's features by name
+/// (XLA's `feed_<name>`/`fetch_<name>`, never by position) with MLGO's
+/// versioning rule (see ModelSpecs.h): features the model does not know are
+/// not fed; a model input with no matching feature is an error.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MLBRIDGE_TFAOTMODELRUNNER_H
+#define MLBRIDGE_TFAOTMODELRUNNER_H
+
+#include "mlbridge/MLModelRunner.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+/// One instance of a compiled model (its buffers); opaque.
+struct mlbridge_aot_instance;
+
+namespace mlbridge {
+
+/// The version of the C ABI this runner reads (`mlbridge_aot_abi_version()`).
+inline constexpr uint32_t TFAOTAbiVersion = 1;
+
+/// The C ABI of a compiled model, version TFAOTAbiVersion. In a shared object
+/// each function is the symbol `mlbridge_aot_<suffix>`; linked in, it is
+/// `mlbridge_aot_<model>_<suffix>`. Indices are the model's own order of
+/// inputs and outputs; types are ElementType values; shapes are static.
+struct TFAOTFunctions {
+  uint32_t (*AbiVersion)() = nullptr;                           // abi_version
+  const char *(*ModelName)() = nullptr;                         // model_name
+  int32_t (*NumArgs)() = nullptr;                               // num_args
+  const char *(*ArgName)(int32_t) = nullptr;                    // arg_name
+  int32_t (*ArgType)(int32_t) = nullptr;                        // arg_type
+  int32_t (*ArgRank)(int32_t) = nullptr;                        // arg_rank
+  const int64_t *(*ArgShape)(int32_t) = nullptr;                // arg_shape
+  int32_t (*NumResults)() = nullptr;                            // num_results
+  const char *(*ResultName)(int32_t) = nullptr;                 // result_name
+  int32_t (*ResultType)(int32_t) = nullptr;                     // result_type
+  int32_t (*ResultRank)(int32_t) = nullptr;                     // result_rank
+  const int64_t *(*ResultShape)(int32_t) = nullptr;             // result_shape
+  mlbridge_aot_instance *(*Create)() = nullptr;                 // create
+  void (*Destroy)(mlbridge_aot_instance *) = nullptr;           // destroy
+  void *(*ArgData)(mlbridge_aot_instance *, int32_t) = nullptr; // arg_data
+  const void *(*ResultData)(mlbridge_aot_instance *,
+                            int32_t) = nullptr;      // result_data
+  int32_t (*Run)(mlbridge_aot_instance *) = nullptr; // run: 0 on success
+};
+
+/// Runs a TensorFlow AOT-compiled model in-process. Each runner owns one
+/// model instance; runners are independent, so threads may each use their own.
+class TFAOTModelRunner final : public MLModelRunner {
+public:
+  /// Opens the shared object `mlbridge aot` built (dlopen, RTLD_LOCAL) and
+  /// binds its inputs to \p Features and its output named like \p Advice to
+  /// the advice. Runners loading the same file share one copy of it, which is
+  /// closed when the last of them is destroyed. Fails with a message naming
+  /// the file if it cannot be opened, is not an mlbridge AOT model, has
+  /// another ABI version, or does not fit the features (every difference).
+  static llvm::Expected<std::unique_ptr<MLModelRunner>>
+  load(llvm::StringRef SharedObjectPath, std::vector<TensorSpec> Features,
+       TensorSpec Advice);
+
+  /// Like load(), over a model linked into this binary: pass
+  /// `mlbridge_aot::<name>_functions()` from `<name>_mlbridge.h`.
+  static llvm::Expected<std::unique_ptr<MLModelRunner>>
+  create(const TFAOTFunctions &Model, std::vector<TensorSpec> Features,
+         TensorSpec Advice);
+
+  ~TFAOTModelRunner() override;
+
+  /// The model's name (what `mlbridge aot --name` was given).
+  const std::string &modelName() const { return Name; }
+  /// The model's inputs, in the model's order.
+  llvm::ArrayRef<TensorSpec> modelInputs() const { return Inputs; }
+
+protected:
+  llvm::Expected<TensorValue>
+  evaluateUntyped(llvm::ArrayRef<TensorRef> Features) override;
+
+private:
+  class Library;
+  struct InstanceDeleter {
+    void (*Destroy)(mlbridge_aot_instance *);
+    void operator()(mlbridge_aot_instance *I) const { Destroy(I); }
+  };
+  struct PrivateTag {
+    explicit PrivateTag() = default;
+  };
+
+  static llvm::Expected<std::unique_ptr<MLModelRunner>>
+  createImpl(std::shared_ptr<Library> Lib, const TFAOTFunctions &Model,
+             std::vector<TensorSpec> Features, TensorSpec Advice,
+             llvm::StringRef Where);
+
+public:
+  /// Use load() or create().
+  TFAOTModelRunner(PrivateTag, std::vector<TensorSpec> Features,
+                   TensorSpec Advice);
+
+private:
+  // Destroyed last: the instance and functions live in the library.
+  std::shared_ptr<Library> Lib;
+  TFAOTFunctions Fns;
+  std::unique_ptr<mlbridge_aot_instance, InstanceDeleter> Instance;
+  std::string Name;
+  std::vector<TensorSpec> Inputs;
+  /// For each model input, the feature index that feeds it.
+  std::vector<size_t> Binding;
+  /// The model's argument buffers, in model input order.
+  std::vector<char *> ArgBuffers;
+  std::vector<size_t> ArgBytes;
+  int32_t ResultIndex = -1;
+  TensorSpec ResultSpec;
+};
+
+} // namespace mlbridge
+
+#endif // MLBRIDGE_TFAOTMODELRUNNER_H

@@ -1,0 +1,60 @@
+"""Generate the SavedModels that mlbridge's AOT tests and benchmark compile.
+
+``python -m mlbridge.aot.testmodels OUT_DIR [--tf-python PATH]`` runs
+``_tf_testmodels.py`` in the TensorFlow environment; see that file for the models.
+Nothing binary is committed: the build and the tests make them with this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from mlbridge.aot.compile import _tf_env
+from mlbridge.aot.tfenv import TFEnvironmentError, find_tf_python
+
+__all__ = ["MODELS", "generate"]
+
+#: The models written, each as ``OUT_DIR/<name>/`` and ``OUT_DIR/<name>.answers.json``.
+MODELS = ("mixed", "dense50k")
+
+_SCRIPT = Path(__file__).with_name("_tf_testmodels.py")
+
+
+def generate(out_dir: str | Path, tf_python: str | Path | None = None) -> Path:
+    """Write the test SavedModels and TensorFlow's answers into ``out_dir``; return it.
+
+    Raises:
+        TFEnvironmentError: If no TensorFlow environment can be had.
+        RuntimeError: If the generator fails (with its stderr tail).
+    """
+    python = find_tf_python(tf_python)
+    out = Path(out_dir).resolve()
+    proc = subprocess.run(
+        [str(python), str(_SCRIPT), str(out)], capture_output=True, text=True,
+        errors="replace", env=_tf_env(), stdin=subprocess.DEVNULL, timeout=600,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
+        raise RuntimeError(f"generating the test models failed:\n{tail}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    p = argparse.ArgumentParser(prog="python -m mlbridge.aot.testmodels")
+    p.add_argument("out_dir", metavar="OUT_DIR")
+    p.add_argument("--tf-python", metavar="PATH")
+    args = p.parse_args(argv)
+    try:
+        generate(args.out_dir, args.tf_python)
+    except (TFEnvironmentError, RuntimeError) as e:
+        print(f"mlbridge: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

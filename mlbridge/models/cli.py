@@ -1,0 +1,256 @@
+"""``mlbridge models ...``: list, register, show, locate, remove and check registered models.
+
+The ``models`` entry of :data:`mlbridge.cli.COMMANDS` calls :func:`add_arguments` and
+:func:`run`; errors are raised as :class:`mlbridge.cli.CLIError`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mlbridge.cli import CLIError
+from mlbridge.errors import MLBridgeError, SpecError
+from mlbridge.models.compat import check_compatible
+from mlbridge.models.registry import RegisteredModel, Registry, default_registry_dir
+from mlbridge.models.specs import MODEL_KINDS
+from mlbridge.tensor_spec import TensorSpec
+
+__all__ = ["add_arguments", "run"]
+
+
+def _add_registry_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--registry",
+        metavar="DIR",
+        help="the registry folder (default: $MLBRIDGE_MODEL_REGISTRY, else "
+        "$XDG_DATA_HOME/mlbridge/models, else ~/.local/share/mlbridge/models)",
+    )
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the ``models`` subcommands to ``p``."""
+    sub = p.add_subparsers(dest="models_command", metavar="SUBCOMMAND", required=True)
+
+    q = sub.add_parser("list", help="list the registered models")
+    q.add_argument("--json", action="store_true", help="print a JSON array of model.json objects")
+    _add_registry_argument(q)
+
+    q = sub.add_parser(
+        "register",
+        help="copy a model file into the registry under a name",
+        description="Copy FILE (an ONNX model or a TF AOT shared object built by `mlbridge "
+        "aot`) into the registry as NAME, with its input and output tensor specs: read from "
+        "the ONNX graph, or from the NAME.specs.json sidecar beside the .so (or --specs).",
+    )
+    q.add_argument("name", metavar="NAME", help="letters, digits, '_', '.', '-'")
+    q.add_argument("file", metavar="FILE", help="the .onnx model or the AOT .so")
+    q.add_argument(
+        "--kind", choices=MODEL_KINDS, help="the model kind (default: from the file name)"
+    )
+    q.add_argument(
+        "--specs", metavar="SPECS.json", help="TF AOT: the specs file (default: the sidecar)"
+    )
+    q.add_argument("--force", action="store_true", help="replace a model registered as NAME")
+    q.add_argument("--description", metavar="TEXT", help="a description to store with it")
+    _add_registry_argument(q)
+
+    q = sub.add_parser(
+        "path",
+        help="print the path of a registered model's file",
+        description="Print the absolute path of NAME's model file, e.g. for "
+        "-mlbridge-model=$(mlbridge models path NAME).",
+    )
+    q.add_argument("name", metavar="NAME")
+    _add_registry_argument(q)
+
+    q = sub.add_parser("show", help="print a registered model's kind, file and tensor specs")
+    q.add_argument("name", metavar="NAME")
+    q.add_argument("--json", action="store_true", help="print its model.json object")
+    q.add_argument("--verify", action="store_true", help="also check the file's size and SHA-256")
+    _add_registry_argument(q)
+
+    q = sub.add_parser("remove", help="remove a registered model and its files")
+    q.add_argument("name", metavar="NAME")
+    _add_registry_argument(q)
+
+    q = sub.add_parser(
+        "check",
+        help="check that a registered model fits a compiler's features",
+        description="Apply MLGO's versioning rule: every model input must be one of the "
+        "features in SPECS.json with the same element type and shape (-1 matches any "
+        "size); features the model does not read are fine. Exit status 1 lists every "
+        "difference.",
+    )
+    q.add_argument("name", metavar="NAME")
+    q.add_argument(
+        "--features",
+        metavar="SPECS.json",
+        required=True,
+        help='a JSON list of tensor specs, or an object with a "features" list (a pipe '
+        "header or a .specs.json sidecar)",
+    )
+    _add_registry_argument(q)
+
+
+def _registry(args: argparse.Namespace) -> Registry:
+    return Registry(args.registry if args.registry else default_registry_dir())
+
+
+def _size_text(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _spec_text(spec: TensorSpec) -> str:
+    return f"{spec.name}:{spec.type.llvm_name}[{','.join(str(d) for d in spec.shape)}]"
+
+
+def _json_object(model: RegisteredModel) -> dict[str, Any]:
+    return {**model.to_dict(), "path": str(model.path)}
+
+
+def _print_json(value: object) -> None:
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def _run_list(args: argparse.Namespace) -> int:
+    registry = _registry(args)
+    models = registry.list()
+    if args.json:
+        _print_json([_json_object(m) for m in models])
+        return 0
+    if not models:
+        print(f"no models registered in {registry.root}", file=sys.stderr)
+        return 0
+    rows = [("NAME", "KIND", "INPUTS", "OUTPUTS", "SIZE")]
+    rows += [
+        (m.name, m.kind, str(len(m.features)), " ".join(_spec_text(s) for s in m.advice),
+         _size_text(m.size))
+        for m in models
+    ]  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _run_register(args: argparse.Namespace) -> int:
+    model = _registry(args).register(
+        args.name,
+        args.file,
+        kind=args.kind,
+        specs=args.specs,
+        force=args.force,
+        description=args.description,
+    )
+    print(
+        f"registered {model.name} ({model.kind}, {_count(len(model.features), 'input')}, "
+        f"{_count(len(model.advice), 'output')}): {model.path}"
+    )
+    return 0
+
+
+def _run_path(args: argparse.Namespace) -> int:
+    print(_registry(args).path(args.name))
+    return 0
+
+
+def _run_show(args: argparse.Namespace) -> int:
+    registry = _registry(args)
+    model = registry.verify(args.name) if args.verify else registry.get(args.name)
+    if args.json:
+        _print_json(_json_object(model))
+        return 0
+    print(f"name:        {model.name}")
+    print(f"kind:        {model.kind}")
+    print(f"file:        {model.path}")
+    print(f"size:        {model.size} bytes")
+    print(f"sha256:      {model.sha256}{' (verified)' if args.verify else ''}")
+    print(f"registered:  {model.registered_at}")
+    if model.description is not None:
+        print(f"description: {model.description}")
+    for title, specs in (("inputs", model.features), ("outputs", model.advice)):
+        print(f"{title} ({len(specs)}):")
+        width = max((len(s.name) for s in specs), default=0)
+        for s in specs:
+            shape = "[" + ",".join(str(d) for d in s.shape) + "]"
+            print(f"  {s.name.ljust(width)}  {s.type.llvm_name:<8}  {shape}")
+    return 0
+
+
+def _run_remove(args: argparse.Namespace) -> int:
+    registry = _registry(args)
+    registry.remove(args.name)
+    print(f"removed {args.name} from {registry.root}")
+    return 0
+
+
+def _read_features(path: Path) -> list[TensorSpec]:
+    try:
+        obj = orjson.loads(path.read_bytes())
+    except OSError as e:
+        raise CLIError(f"cannot read --features {path}: {e.strerror}") from None
+    except orjson.JSONDecodeError as e:
+        raise CLIError(f"--features {path} is not valid JSON: {e}") from None
+    if isinstance(obj, dict) and "features" in obj:
+        obj = obj["features"]
+    if not isinstance(obj, list):
+        raise CLIError(
+            f"--features {path} must be a JSON list of tensor specs or an object with a "
+            '"features" list'
+        )
+    try:
+        return [TensorSpec.from_dict(item) for item in obj]
+    except SpecError as e:
+        raise CLIError(f"--features {path}: {e}") from None
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    features = _read_features(Path(args.features))
+    model = _registry(args).get(args.name)
+    differences = check_compatible(features, model.features)
+    if differences:
+        count = len(differences)
+        raise CLIError(
+            f"model '{model.name}' does not fit the features in {args.features} ({count} "
+            f"difference{'s' if count != 1 else ''}):\n"
+            + "\n".join(f"  - {d}" for d in differences)
+            + "\n  the features are: "
+            + " ".join(_spec_text(f) for f in features)
+        )
+    print(
+        f"model '{model.name}' fits the features in {args.features} (it reads "
+        f"{len(model.features)} of {len(features)})"
+    )
+    return 0
+
+
+_RUNNERS = {
+    "list": _run_list,
+    "register": _run_register,
+    "path": _run_path,
+    "show": _run_show,
+    "remove": _run_remove,
+    "check": _run_check,
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the ``models`` subcommand named by ``args.models_command``."""
+    try:
+        return _RUNNERS[args.models_command](args)
+    except MLBridgeError as e:
+        raise CLIError(str(e)) from None

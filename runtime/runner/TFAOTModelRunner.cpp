@@ -1,0 +1,246 @@
+//===- TFAOTModelRunner.cpp - TensorFlow AOT-compiled models --------------===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mlbridge/TFAOTModelRunner.h"
+
+#include "mlbridge/ModelSpecs.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+#include <dlfcn.h>
+
+using namespace llvm;
+
+namespace mlbridge {
+
+namespace {
+/// The symbol suffixes of TFAOTFunctions' members, in order.
+constexpr const char *SymbolSuffixes[] = {
+    "abi_version", "model_name",   "num_args",    "arg_name",    "arg_type",
+    "arg_rank",    "arg_shape",    "num_results", "result_name", "result_type",
+    "result_rank", "result_shape", "create",      "destroy",     "arg_data",
+    "result_data", "run"};
+} // namespace
+
+/// One dlopen() of a model's shared object. dlopen() counts references, so
+/// runners loading the same file share one copy of it, unloaded when the
+/// last Library closes.
+class TFAOTModelRunner::Library {
+public:
+  explicit Library(void *Handle) : Handle(Handle) {}
+  ~Library() { dlclose(Handle); }
+  Library(const Library &) = delete;
+  Library &operator=(const Library &) = delete;
+
+  void *symbol(const std::string &Name) const {
+    return dlsym(Handle, Name.c_str());
+  }
+
+private:
+  void *Handle;
+};
+
+static Error aotError(const Twine &Message) {
+  return createStringError(inconvertibleErrorCode(), Message);
+}
+
+/// Reads input or output \p I from the model's tables (\p Role names which).
+static Expected<TensorSpec> readSpec(const char *Name, int32_t Type,
+                                     int32_t Rank, const int64_t *Shape,
+                                     StringRef Role, int32_t I,
+                                     StringRef Where) {
+  if (!Name || Rank < 0 || (Rank > 0 && !Shape))
+    return aotError(Where + ": the model's table of " + Role + " " + Twine(I) +
+                    " is incomplete; rebuild it with `mlbridge aot`");
+  if (Type < 0 || Type >= static_cast<int32_t>(ElementType::String))
+    return aotError(Where + ": " + Role + " '" + Name +
+                    "' has an unknown element type number " + Twine(Type));
+  Expected<TensorSpec> S =
+      TensorSpec::create(Name, static_cast<ElementType>(Type),
+                         ArrayRef<int64_t>(Shape, static_cast<size_t>(Rank)));
+  if (!S)
+    return aotError(Where + ": " + Role + " '" + Name +
+                    "': " + toString(S.takeError()));
+  return S;
+}
+
+TFAOTModelRunner::TFAOTModelRunner(PrivateTag, std::vector<TensorSpec> Features,
+                                   TensorSpec Advice)
+    : MLModelRunner(std::move(Features), Advice),
+      ResultSpec(std::move(Advice)) {}
+
+TFAOTModelRunner::~TFAOTModelRunner() = default;
+
+Expected<std::unique_ptr<MLModelRunner>>
+TFAOTModelRunner::load(StringRef SharedObjectPath,
+                       std::vector<TensorSpec> Features, TensorSpec Advice) {
+  std::string Path = SharedObjectPath.str();
+  std::string Where = "TF AOT model " + Path;
+  // dlopen() searches the library path for a bare name; a model is a file.
+  if (Path.find('/') == std::string::npos)
+    Path = "./" + Path;
+  // RTLD_LOCAL: two models export the same symbol names.
+  void *Handle = dlopen(Path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!Handle) {
+    const char *Msg = dlerror();
+    return aotError("cannot load " + Where + ": " +
+                    (Msg ? Msg : "unknown dlopen error"));
+  }
+  auto Lib = std::make_shared<Library>(Handle);
+  TFAOTFunctions Fns;
+  void **Slots = reinterpret_cast<void **>(&Fns);
+  static_assert(sizeof(TFAOTFunctions) == sizeof(SymbolSuffixes) /
+                                              sizeof(SymbolSuffixes[0]) *
+                                              sizeof(void *),
+                "TFAOTFunctions and SymbolSuffixes disagree");
+  // The version comes first: a library of another version may lack the rest.
+  void *Version = Lib->symbol("mlbridge_aot_abi_version");
+  if (!Version)
+    return aotError(Where +
+                    " is not an mlbridge AOT model: it has no "
+                    "mlbridge_aot_abi_version symbol (build models with "
+                    "`mlbridge aot SAVED_MODEL --name NAME`)");
+  uint32_t Got = reinterpret_cast<uint32_t (*)()>(Version)();
+  if (Got != TFAOTAbiVersion)
+    return aotError(Where + " has mlbridge AOT ABI version " + Twine(Got) +
+                    " but this mlbridge reads version " +
+                    Twine(TFAOTAbiVersion) +
+                    "; rebuild the model with this mlbridge's `mlbridge aot`");
+  std::string Missing;
+  for (size_t I = 0; I < std::size(SymbolSuffixes); ++I) {
+    std::string Symbol = std::string("mlbridge_aot_") + SymbolSuffixes[I];
+    // POSIX guarantees that object and function pointers convert.
+    void *Address = Lib->symbol(Symbol);
+    if (!Address)
+      Missing += (Missing.empty() ? "" : ", ") + Symbol;
+    std::memcpy(&Slots[I], &Address, sizeof(void *));
+  }
+  if (!Missing.empty())
+    return aotError(Where + " lacks the mlbridge AOT symbols " + Missing +
+                    "; rebuild it with `mlbridge aot`");
+  return createImpl(std::move(Lib), Fns, std::move(Features), std::move(Advice),
+                    Where);
+}
+
+Expected<std::unique_ptr<MLModelRunner>>
+TFAOTModelRunner::create(const TFAOTFunctions &Model,
+                         std::vector<TensorSpec> Features, TensorSpec Advice) {
+  const void *const *Slots = reinterpret_cast<const void *const *>(&Model);
+  for (size_t I = 0; I < std::size(SymbolSuffixes); ++I)
+    if (!Slots[I])
+      return aotError(Twine("linked TF AOT model: function ") +
+                      SymbolSuffixes[I] + " is not set");
+  std::string Where =
+      std::string("linked TF AOT model '") + Model.ModelName() + "'";
+  if (Model.AbiVersion() != TFAOTAbiVersion)
+    return aotError(Where + " has mlbridge AOT ABI version " +
+                    Twine(Model.AbiVersion()) + " but this mlbridge reads " +
+                    Twine(TFAOTAbiVersion) +
+                    "; rebuild it with `mlbridge aot`");
+  return createImpl(nullptr, Model, std::move(Features), std::move(Advice),
+                    Where);
+}
+
+Expected<std::unique_ptr<MLModelRunner>> TFAOTModelRunner::createImpl(
+    std::shared_ptr<Library> Lib, const TFAOTFunctions &Fns,
+    std::vector<TensorSpec> Features, TensorSpec Advice, StringRef Where) {
+  if (Error E = checkSpecs(Features, Advice))
+    return E;
+  const char *ModelName = Fns.ModelName();
+  std::string Name = ModelName ? ModelName : "?";
+
+  std::vector<TensorSpec> Inputs;
+  for (int32_t I = 0, N = Fns.NumArgs(); I < N; ++I) {
+    Expected<TensorSpec> S =
+        readSpec(Fns.ArgName(I), Fns.ArgType(I), Fns.ArgRank(I),
+                 Fns.ArgShape(I), "input", I, Where);
+    if (!S)
+      return S.takeError();
+    Inputs.push_back(std::move(*S));
+  }
+  Expected<std::vector<size_t>> Binding =
+      bindModelInputs(Features, Inputs, Name);
+  if (!Binding)
+    return Binding.takeError();
+
+  // The advice is the model output of the same name (fetch_<name>).
+  int32_t ResultIndex = -1;
+  std::optional<TensorSpec> Output;
+  std::string OutputNames;
+  for (int32_t I = 0, N = Fns.NumResults(); I < N; ++I) {
+    Expected<TensorSpec> S =
+        readSpec(Fns.ResultName(I), Fns.ResultType(I), Fns.ResultRank(I),
+                 Fns.ResultShape(I), "output", I, Where);
+    if (!S)
+      return S.takeError();
+    OutputNames += (OutputNames.empty() ? "" : ", ") + S->name();
+    if (S->name() == Advice.name()) {
+      ResultIndex = I;
+      Output = std::move(*S);
+    }
+  }
+  if (!Output)
+    return aotError(Where + " has no output named '" + Advice.name() +
+                    "' for the advice (its outputs: " + OutputNames + ")");
+  if (Error E = checkModelOutput(Advice, *Output, Name))
+    return E;
+
+  auto R = std::make_unique<TFAOTModelRunner>(PrivateTag(), std::move(Features),
+                                              std::move(Advice));
+  R->Instance = std::unique_ptr<mlbridge_aot_instance, InstanceDeleter>(
+      Fns.Create(), InstanceDeleter{Fns.Destroy});
+  if (!R->Instance)
+    return aotError(Where + ": creating an instance failed (out of memory, "
+                            "or its tables name a tensor its XLA class "
+                            "lacks; rebuild it with `mlbridge aot`)");
+  for (size_t I = 0; I < Inputs.size(); ++I) {
+    R->ArgBuffers.push_back(static_cast<char *>(
+        Fns.ArgData(R->Instance.get(), static_cast<int32_t>(I))));
+    R->ArgBytes.push_back(*Inputs[I].getByteSize());
+    if (!R->ArgBuffers.back())
+      return aotError(Where + ": input '" + Inputs[I].name() +
+                      "' has no buffer");
+  }
+  R->Lib = std::move(Lib);
+  R->Fns = Fns;
+  R->Name = std::move(Name);
+  R->Inputs = std::move(Inputs);
+  R->Binding = std::move(*Binding);
+  R->ResultIndex = ResultIndex;
+  R->ResultSpec = std::move(*Output);
+  return std::unique_ptr<MLModelRunner>(std::move(R));
+}
+
+Expected<TensorValue>
+TFAOTModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
+  // The model's buffers belong to its instance (XLA aligns them), so the
+  // features are copied in: a few microseconds even for 200 KB.
+  for (size_t I = 0; I < Inputs.size(); ++I) {
+    const TensorRef &F = Features[Binding[I]];
+    if (F.bytes().size() != ArgBytes[I])
+      return aotError("model '" + Name + "' input '" + Inputs[I].name() +
+                      "' takes " + Twine(ArgBytes[I]) + " bytes, feature '" +
+                      F.name() + "' has " + Twine(F.bytes().size()));
+    if (ArgBytes[I])
+      std::memcpy(ArgBuffers[I], F.bytes().data(), ArgBytes[I]);
+  }
+  if (Fns.Run(Instance.get()) != 0)
+    return aotError("model '" + Name + "' failed to run");
+  const TensorSpec &Advice = adviceSpec();
+  const void *Data = Fns.ResultData(Instance.get(), ResultIndex);
+  if (!Data)
+    return aotError("model '" + Name + "' returned no buffer for output '" +
+                    ResultSpec.name() + "'");
+  // Compatible shapes have the same element count; answer in the advice's.
+  ArrayRef<int64_t> Shape =
+      Advice.isDynamic() ? ResultSpec.shape() : Advice.shape();
+  return TensorValue::fromBytes(Advice.name(), Advice.type(), Shape,
+                                ArrayRef<char>(static_cast<const char *>(Data),
+                                               *ResultSpec.getByteSize()));
+}
+
+} // namespace mlbridge
