@@ -403,6 +403,35 @@ COMMANDS.append(
 )
 # -- end corpus -----------------------------------------------------------------------
 
+# -- train (mlbridge/train/cli.py) ----------------------------------------------------
+
+
+def _add_train_arguments(p: argparse.ArgumentParser) -> None:
+    from mlbridge.train.cli import add_arguments
+
+    add_arguments(p)
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from mlbridge.train.cli import run
+
+    return run(args)
+
+
+COMMANDS.append(
+    Command(
+        name="train",
+        help="train a pass's policy on the corpus (inliner: code size against stock -Oz)",
+        description=(
+            "Train the policies mlbridge's passes ship with, against the real compiler: "
+            "'mlbridge train inliner' (docs/inliner.md)."
+        ),
+        add_arguments=_add_train_arguments,
+        run=_run_train,
+    )
+)
+# -- end train ------------------------------------------------------------------------
+
 
 def build_parser() -> argparse.ArgumentParser:
     """Create the argument parser with every command of :data:`COMMANDS`."""
