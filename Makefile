@@ -39,8 +39,10 @@ build-asan: setup
 test: build build-asan
 	@$(PY) $(ROOT)/scripts/run_tests.py --build-dir $(BUILD) --asan-build-dir $(BUILD_ASAN)
 
+# The ML inline advisor on the built-in default model against stock -Oz, over
+# the corpus's held-out projects (mlbridge/demo.py).
 demo: build
-	@$(ROOT)/scripts/demo.sh $(BUILD)
+	@$(PY) -m mlbridge.demo --build-dir $(BUILD)
 
 # A measurement, not a test (bench/roundtrip.py --help; BENCH_ARGS=--quick for a short run).
 bench-roundtrip: build

@@ -1,0 +1,78 @@
+"""The built-in models: registered from their training output, idempotently, fitting the pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnxruntime as ort
+
+from mlbridge.models import Registry, check_compatible
+from mlbridge.models.builtin import BUILTIN_MODELS, ensure_builtin_models
+from mlbridge.tensor_spec import TensorSpec
+from mlbridge.train.linear_policy import LinearPolicy
+
+# LLVM 22's ML inliner features (as the mlbridge inline advisor and stock opt send them).
+INLINER_FEATURES = [
+    "sroa_savings",
+    "sroa_losses",
+    "load_elimination",
+    "call_penalty",
+    "call_argument_setup",
+    "load_relative_intrinsic",
+    "lowered_call_arg_setup",
+    "indirect_call_penalty",
+    "jump_table_penalty",
+    "case_cluster_penalty",
+    "switch_default_dest_penalty",
+    "switch_penalty",
+    "unsimplified_common_instructions",
+    "num_loops",
+    "dead_blocks",
+    "simplified_instructions",
+    "constant_args",
+    "constant_offset_ptr_args",
+    "callsite_cost",
+    "cold_cc_penalty",
+    "last_call_to_static_bonus",
+    "is_multiple_blocks",
+    "nested_inlines",
+    "nested_inline_cost_estimate",
+    "threshold",
+    "callee_basic_block_count",
+    "callsite_height",
+    "node_count",
+    "nr_ctant_params",
+    "cost_estimate",
+    "edge_count",
+    "caller_users",
+    "caller_conditionally_executed_blocks",
+    "caller_basic_block_count",
+    "callee_conditionally_executed_blocks",
+    "callee_users",
+    "is_callee_avail_external",
+    "is_caller_avail_external",
+    "inlining_default",
+]
+
+
+def test_every_builtin_policy_loads_and_uses_only_inliner_features():
+    for model in BUILTIN_MODELS:
+        policy = LinearPolicy.load(model.policy_path)
+        assert set(policy.features) <= set(INLINER_FEATURES), model.name
+        assert policy.active_features(), model.name
+
+
+def test_builtins_are_registered_once_and_fit_the_inline_advisor(tmp_path: Path):
+    registry = Registry(tmp_path / "registry")
+    first = ensure_builtin_models(registry)
+    assert [m.name for m in first] == [m.name for m in BUILTIN_MODELS]
+    stamp = {m.name: m.registered_at for m in first}
+    second = ensure_builtin_models(registry)
+    # The same bytes: nothing registered again.
+    assert {m.name: m.registered_at for m in second} == stamp
+    features = [TensorSpec(n, "int64_t", (1,)) for n in INLINER_FEATURES]
+    for model in second:
+        assert model.kind == "onnx"
+        assert check_compatible(features, model.features) == []
+        session = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"])
+        assert [o.name for o in session.get_outputs()] == ["inlining_decision"]
