@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Compile time of the ML inline advisor against stock ``-Oz`` (a measurement, not a test).
+
+Every held-out module of the corpus is compiled with ``opt-22 -passes='default<Oz>'`` in
+each configuration, interleaved module by module so that load on the machine hits all of
+them alike, ``--reps`` times; a module's time is the median of its repetitions and a
+configuration's total is the sum over modules:
+
+- stock ``opt-22`` (LLVM's default inline advisor);
+- the mlbridge plugin's ML inline advisor on the built-in model in-process, through
+  ONNX Runtime (``-mlbridge-inline-model=<model>.onnx``);
+- the same policy as a Python process answering over the pipe runner
+  (``-mlbridge-inline-runner=pipe``; the time includes the Python side's work);
+- the same policy compiled ahead of time by TensorFlow, when a TF AOT build of it is
+  given with ``--tfaot-model`` (a ``.so`` from ``mlbridge aot``).
+
+Each configuration's ``.text`` size after ``llc-22 -O2`` is recorded too: the in-process
+and pipe runners answer with the same policy, so their sizes must agree (checked).
+
+    .venv/bin/python bench/inliner_compile.py            # held-out corpus, 3 repetitions
+    .venv/bin/python bench/inliner_compile.py --smoke    # 2 modules once: correctness only
+
+Results: ``bench/results/inliner-compile-<time>.json`` and ``.md``; the Markdown also goes
+to ``bench/results/inliner-compile-latest.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlbridge.compiler.pipe import drive_compiler
+from mlbridge.gym.rewards import find_llvm_tool, object_text_size
+from mlbridge.models.builtin import BUILTIN_MODELS
+from mlbridge.train.linear_policy import LinearPolicy
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The issue's targets (reported, never asserted).
+TARGET_IN_PROCESS = 1.10
+TARGET_PIPE = 3.0
+
+
+@dataclass
+class Config:
+    """One configuration: how ``opt`` is run.
+
+    Attributes:
+        name: The row label.
+        args: ``opt`` arguments before the input (``{base}`` is the pipe channel).
+        policy: For the pipe runner, the Python policy that answers.
+        target: The target ratio to stock, if any.
+    """
+
+    name: str
+    args: list[str]
+    policy: Callable[[Any], int] | None = None
+    target: float | None = None
+    seconds: list[float] = field(default_factory=list)
+    text_bytes: int = 0
+
+
+def _compile(config: Config, module: Path, out: Path, timeout: float) -> float:
+    argv = [find_llvm_tool("opt"), *config.args, str(module), "-o", str(out)]
+    start = time.perf_counter()
+    if config.policy is None:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed:\n{proc.stderr[-2000:]}")
+    else:
+        result = drive_compiler(argv, config.policy, timeout=timeout, exit_timeout=timeout)
+        if result.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} exited with {result.returncode}")
+    return time.perf_counter() - start
+
+
+def _text_size(bitcode: Path, timeout: float) -> int:
+    obj = bitcode.with_suffix(".o")
+    llc = [find_llvm_tool("llc"), "-O2", "-filetype=obj", str(bitcode), "-o", str(obj)]
+    subprocess.run(llc, check=True, capture_output=True, timeout=timeout)
+    return object_text_size(obj)
+
+
+def measure(modules: Sequence[Path], configs: Sequence[Config], reps: int, timeout: float) -> None:
+    """Fills each config's per-module median seconds and total ``.text`` size."""
+    with tempfile.TemporaryDirectory(prefix="mlbridge-bench-") as tmp:
+        out = Path(tmp) / "out.bc"
+        for i, module in enumerate(modules):
+            times: list[list[float]] = [[] for _ in configs]
+            for _ in range(reps):
+                for c, t in zip(configs, times, strict=True):
+                    t.append(_compile(c, module, out, timeout))
+            for c, t in zip(configs, times, strict=True):
+                c.seconds.append(statistics.median(t))
+                _compile(c, module, out, timeout)
+                c.text_bytes += _text_size(out, timeout)
+            print(f"inliner_compile: {i + 1}/{len(modules)} {module.name}", file=sys.stderr)
+
+
+def markdown(configs: Sequence[Config], modules: int, reps: int) -> str:
+    """The results table."""
+    base = sum(configs[0].seconds)
+    lines = [
+        f"Compile time of {modules} held-out modules with `opt-22 -passes='default<Oz>'`, "
+        f"median of {reps} runs per module, summed ({platform.node()}, "
+        f"{time.strftime('%Y-%m-%d %H:%M')}).",
+        "",
+        "| configuration | opt time (s) | vs stock | target | .text bytes | vs stock |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for c in configs:
+        total = sum(c.seconds)
+        ratio = total / base if base else 0.0
+        target = f"<= {c.target:.2f}x" if c.target else ""
+        size = (c.text_bytes / configs[0].text_bytes - 1) * 100 if configs[0].text_bytes else 0
+        lines.append(
+            f"| {c.name} | {total:.2f} | {ratio:.2f}x | {target} | {c.text_bytes} | {size:+.2f}% |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the benchmark; see the module docstring."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--build-dir", type=Path, default=ROOT / "build")
+    p.add_argument("--corpus", type=Path, default=None)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--smoke", action="store_true", help="2 modules once: correctness only")
+    p.add_argument("--tfaot-model", type=Path, help="a TF AOT .so of the built-in policy")
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    p.add_argument("--timeout", type=float, default=600)
+    args = p.parse_args(argv)
+
+    from mlbridge.corpus import default_corpus_dir, load_manifest
+
+    manifest = load_manifest(args.corpus or default_corpus_dir())
+    modules = [m.bitcode_path for m in manifest.ok_modules(split="heldout")]
+    reps = args.reps
+    if args.smoke:
+        modules, reps = modules[:2], 1
+    plugin = args.build_dir / "lib" / "MLBridgeLLVMPlugin.so"
+    if not plugin.is_file():
+        p.error(f"{plugin} is not built: run `make build`")
+    builtin = BUILTIN_MODELS[0]
+    policy = LinearPolicy.load(builtin.policy_path)
+    with tempfile.TemporaryDirectory(prefix="mlbridge-bench-model-") as tmp:
+        onnx_model = Path(tmp) / f"{builtin.name}.onnx"
+        policy.to_onnx(onnx_model)
+        ml = [f"-load-pass-plugin={plugin}", "-passes=default<Oz>"]
+        configs = [
+            Config("stock opt-22", ["-passes=default<Oz>"]),
+            Config(
+                f"ML advisor, ONNX Runtime ({builtin.name})",
+                [*ml, f"-mlbridge-inline-model={onnx_model}"],
+                target=TARGET_IN_PROCESS,
+            ),
+        ]
+        if args.tfaot_model is not None:
+            configs.append(
+                Config(
+                    f"ML advisor, TF AOT ({builtin.name})",
+                    [*ml, f"-mlbridge-inline-model={args.tfaot_model}"],
+                    target=TARGET_IN_PROCESS,
+                )
+            )
+        configs.append(
+            Config(
+                f"ML advisor, Python over a pipe ({builtin.name})",
+                [*ml, "-mlbridge-inline-runner=pipe", "-mlbridge-inline-channel={base}"],
+                policy=policy,
+                target=TARGET_PIPE,
+            )
+        )
+        measure(modules, configs, reps, args.timeout)
+    sizes = {c.name: c.text_bytes for c in configs[1:]}
+    if len(set(sizes.values())) != 1:
+        print(f"inliner_compile: runners of one policy disagree: {sizes}", file=sys.stderr)
+        return 1
+    table = markdown(configs, len(modules), reps)
+    print(table)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = "smoke-" if args.smoke else ""
+    stamp += time.strftime("%Y%m%d-%H%M%S")
+    result: dict[str, Any] = {
+        "machine": {"node": platform.node(), "python": platform.python_version()},
+        "modules": [str(m) for m in modules],
+        "reps": reps,
+        "configurations": [
+            {"name": c.name, "seconds": c.seconds, "text_bytes": c.text_bytes, "target": c.target}
+            for c in configs
+        ],
+    }
+    (args.out / f"inliner-compile-{stamp}.json").write_text(json.dumps(result, indent=2))
+    (args.out / f"inliner-compile-{stamp}.md").write_text(table)
+    if not args.smoke:
+        (args.out / "inliner-compile-latest.md").write_text(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
