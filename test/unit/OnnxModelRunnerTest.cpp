@@ -13,6 +13,7 @@
 #include "mlbridge/Environment.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 #include "gtest/gtest.h"
@@ -413,6 +414,56 @@ TEST(OnnxModelRunnerTest, OneModelServesManyThreads) {
   EXPECT_EQ(Correct.load(), NumThreads * PerThread);
   // Every runner is gone; the model is still usable.
   EXPECT_EQ(Model.use_count(), 1);
+}
+
+TEST(OnnxModelRunnerTest, AnswersLikeNumpyForModelsFromMlbridgeExport) {
+  // Written by mlbridge.export.export_numpy_dense, with numpy's answers.
+  auto Text = llvm::MemoryBuffer::getFile(modelPath("exported_samples.json"));
+  ASSERT_TRUE(static_cast<bool>(Text));
+  Expected<llvm::json::Value> Samples = llvm::json::parse((*Text)->getBuffer());
+  ASSERT_TRUE(static_cast<bool>(Samples))
+      << llvm::toString(Samples.takeError());
+  const llvm::json::Array *List = Samples->getAsArray();
+  ASSERT_NE(List, nullptr);
+  ASSERT_EQ(List->size(), 200u);
+
+  // The pass sends the features in its own order, plus one the model lacks.
+  std::vector<TensorSpec> Features = {
+      createSpec<bool>("is_hot", {1}), createSpec<int64_t>("callee_size", {1}),
+      createSpec<float>("weights", {2, 2}), createSpec<double>("newer", {1})};
+  ASSERT_VALUE(Decision, OnnxModelRunner::create(
+                             modelPath("exported_decision.onnx"), Features,
+                             createSpec<int64_t>("decision", {1})));
+  ASSERT_VALUE(Scores, OnnxModelRunner::create(
+                           modelPath("exported_scores.onnx"), Features,
+                           createSpec<float>("scores", {3})));
+  size_t Checked = 0;
+  for (const llvm::json::Value &V : *List) {
+    const llvm::json::Object *O = V.getAsObject();
+    ASSERT_NE(O, nullptr);
+    std::vector<float> Weights;
+    for (const llvm::json::Value &W : *O->getArray("weights"))
+      Weights.push_back(static_cast<float>(*W.getAsNumber()));
+    std::vector<float> Want;
+    for (const llvm::json::Value &W : *O->getArray("scores"))
+      Want.push_back(static_cast<float>(*W.getAsNumber()));
+    for (MLModelRunner *R : {static_cast<MLModelRunner *>(Decision.get()),
+                             static_cast<MLModelRunner *>(Scores.get())})
+      ASSERT_OK(R->populateFeatures(
+          std::pair(llvm::StringRef("callee_size"),
+                    *O->getInteger("callee_size")),
+          std::pair(llvm::StringRef("weights"), Weights),
+          std::pair(llvm::StringRef("is_hot"), *O->getBoolean("is_hot")),
+          std::pair(llvm::StringRef("newer"), 1.0)));
+    ASSERT_VALUE(D, Decision->evaluate<int64_t>());
+    EXPECT_EQ(D, *O->getInteger("decision")) << Checked;
+    ASSERT_VALUE(S, Scores->evaluateVector<float>());
+    ASSERT_EQ(S.size(), 3u);
+    for (size_t I = 0; I < 3; ++I)
+      EXPECT_NEAR(S[I], Want[I], 1e-5 * (1 + std::fabs(Want[I]))) << Checked;
+    ++Checked;
+  }
+  EXPECT_EQ(Checked, 200u);
 }
 
 //===----------------------------------------------------------------------===//
