@@ -53,8 +53,15 @@ if(IS_DIRECTORY ${PROJECT_BINARY_DIR}/include/mlbridge)
     FILES_MATCHING PATTERN "*.h" PATTERN "*.inc")
 endif()
 
-# Plugins, same file names as in the build tree.
+# Plugins, same file names as in the build tree. Installed plugins find
+# libonnxruntime.so.1 where this build found it, as the build-tree ones do.
 if(MLBRIDGE_BUILD_PLUGINS AND MLBRIDGE_PLUGIN_TARGETS)
+  if(MLBRIDGE_ENABLE_ONNX)
+    get_filename_component(_mlbridge_plugin_ort_dir
+      "${MLBRIDGE_ONNXRUNTIME_LIBRARY}" DIRECTORY)
+    set_property(TARGET ${MLBRIDGE_PLUGIN_TARGETS} APPEND PROPERTY
+      INSTALL_RPATH "${_mlbridge_plugin_ort_dir}")
+  endif()
   install(TARGETS ${MLBRIDGE_PLUGIN_TARGETS}
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
     COMPONENT mlbridge_plugins)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,10 @@ class ExportMismatchError(MLBridgeError):
 
 
 def _session(path: Path) -> Any:
+    # ONNX Runtime's PyPI builds collect telemetry unless told not to (read once,
+    # at the first session); as the C++ runner does, mlbridge turns it off unless
+    # the user chose otherwise.
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     import onnxruntime as ort
 
     options = ort.SessionOptions()

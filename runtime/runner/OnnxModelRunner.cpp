@@ -25,6 +25,7 @@
 #undef ORT_API_MANUAL_INIT
 
 #include <cstdio>
+#include <cstdlib>
 
 using namespace llvm;
 
@@ -76,10 +77,17 @@ static Expected<std::shared_ptr<Ort::Env>> getProcessEnv() {
   };
   static const Holder H = [] {
     Holder H;
+    // The PyPI builds of ONNX Runtime (1.29 and later) collect telemetry by
+    // default: a device id and an offline event store under ~/.cache, and an
+    // upload. A compiler must not do that on every run (nor pay for it: a
+    // few ms per process), so it is off unless the user set the variable.
+    // ONNX Runtime reads it once, when the first environment is created.
+    setenv("ORT_DISABLE_TELEMETRY", "1", /*overwrite=*/0);
     try {
       // Only errors: library code must stay quiet; failures reach the
       // caller as exceptions turned into llvm::Error.
       H.Env = std::make_shared<Ort::Env>(ORT_LOGGING_LEVEL_ERROR, "mlbridge");
+      H.Env->DisableTelemetryEvents();
     } catch (const Ort::Exception &E) {
       H.Error = E.what();
     }
