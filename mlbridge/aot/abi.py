@@ -143,6 +143,19 @@ Instance *self(mlbridge_aot_instance *P) {{
   return reinterpret_cast<Instance *>(P);
 }}
 
+#ifdef MLBRIDGE_AOT_EXPORT
+// XLA's class allocates its static tables once and never frees them; in a
+// shared object that is unloaded they would leak on every load, so free them
+// when the library goes (no instance outlives it: runners destroy theirs
+// before closing the library).
+struct FreeStaticDataAtUnload {{
+  ~FreeStaticDataAtUnload() {{
+    delete &const_cast<tensorflow::XlaCompiledCpuFunction::StaticData &>(
+        {xla_class}::StaticData());
+  }}
+}} FreeStaticData;
+#endif
+
 }} // namespace
 
 MLBRIDGE_AOT_API uint32_t MLBRIDGE_AOT_FN(abi_version)(void) {{ return {ABI_VERSION}; }}

@@ -22,7 +22,7 @@
 using namespace llvm;
 using namespace mlbridge;
 
-template <typename T> static std::vector<T> numbers(const json::Array &A) {
+template <typename T> static std::vector<T> toNumbers(const json::Array &A) {
   std::vector<T> R;
   for (const json::Value &V : A)
     R.push_back(static_cast<T>(*V.getAsNumber()));
@@ -32,9 +32,9 @@ template <typename T> static std::vector<T> numbers(const json::Array &A) {
 static int run(MLModelRunner &R, const json::Object &In, double Want,
                StringRef How) {
   if (Error E = R.populateFeatures(
-          std::make_pair("x", numbers<float>(*In.getArray("x"))),
-          std::make_pair("count", numbers<int64_t>(*In.getArray("count"))),
-          std::make_pair("flags", numbers<int32_t>(*In.getArray("flags"))))) {
+          std::make_pair("x", toNumbers<float>(*In.getArray("x"))),
+          std::make_pair("count", toNumbers<int64_t>(*In.getArray("count"))),
+          std::make_pair("flags", toNumbers<int32_t>(*In.getArray("flags"))))) {
     errs() << toString(std::move(E)) << "\n";
     return 1;
   }

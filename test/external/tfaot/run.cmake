@@ -3,6 +3,7 @@
 # `mlbridge aot` through mlbridge_add_tf_aot_model) and run the program.
 #   cmake -DBUILD_DIR=... -DWORK_DIR=... -DSOURCE_DIR=... -DCXX=... -DLLVM_DIR=...
 #         -DSAVED_MODEL=... -DANSWERS=... -DAOT_PYTHON=... [-DTF_PYTHON=...]
+#         [-DSANITIZERS=address,undefined]
 #         -P run.cmake
 file(REMOVE_RECURSE "${WORK_DIR}")
 function(step)
@@ -18,6 +19,10 @@ step(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix"
 set(_tf "")
 if(TF_PYTHON)
   set(_tf "-DMLBRIDGE_TF_PYTHON=${TF_PYTHON}")
+endif()
+if(SANITIZERS)
+  list(APPEND _tf "-DCMAKE_CXX_FLAGS=-fsanitize=${SANITIZERS}"
+       "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZERS}")
 endif()
 step(${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" -G Ninja
      "-DCMAKE_CXX_COMPILER=${CXX}" -DCMAKE_BUILD_TYPE=Release
