@@ -167,6 +167,11 @@ public:
         return errorf("cannot open " + OutPath);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+#ifdef F_SETPIPE_SZ
+    // The same pipe buffer as PipeModelRunner asks for: only the SerDes
+    // differs between the floor and the runner.
+    (void)::fcntl(OutFD, F_SETPIPE_SZ, 1 << 20);
+#endif
     return Error::success();
   }
 

@@ -16,7 +16,6 @@ The pipeline (docs/tfaot.md):
 
 from __future__ import annotations
 
-import os
 import platform
 import re
 import shutil
@@ -30,7 +29,7 @@ import orjson
 
 from mlbridge.aot import abi
 from mlbridge.aot.runtime import COMPILE_FLAGS, Toolchain, build_runtime, run_tool
-from mlbridge.aot.tfenv import cache_dir, find_tf_python
+from mlbridge.aot.tfenv import cache_dir, find_tf_python, tf_subprocess_env
 from mlbridge.errors import MLBridgeError
 from mlbridge.tensor_spec import ElementType, TensorSpec
 
@@ -83,9 +82,7 @@ def _status(message: str, log: bool) -> None:
 
 def _tf_env() -> dict[str, str]:
     # The TF environment must not see the main environment's packages.
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    return env
+    return tf_subprocess_env()
 
 
 def _tail(text: str, lines: int = 25) -> str:

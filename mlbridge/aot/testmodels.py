@@ -8,12 +8,10 @@ Nothing binary is committed: the build and the tests make them with this.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
-from mlbridge.aot.compile import _tf_env
-from mlbridge.aot.tfenv import TFEnvironmentError, find_tf_python
+from mlbridge.aot.tfenv import TFEnvironmentError, run_tf_script
 
 __all__ = ["MODELS", "generate"]
 
@@ -30,15 +28,8 @@ def generate(out_dir: str | Path, tf_python: str | Path | None = None) -> Path:
         TFEnvironmentError: If no TensorFlow environment can be had.
         RuntimeError: If the generator fails (with its stderr tail).
     """
-    python = find_tf_python(tf_python)
     out = Path(out_dir).resolve()
-    proc = subprocess.run(
-        [str(python), str(_SCRIPT), str(out)], capture_output=True, text=True,
-        errors="replace", env=_tf_env(), stdin=subprocess.DEVNULL, timeout=600,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
-        raise RuntimeError(f"generating the test models failed:\n{tail}")
+    run_tf_script(_SCRIPT, str(out), what="generating the test models", tf_python=tf_python)
     return out
 
 

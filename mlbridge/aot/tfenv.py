@@ -31,6 +31,8 @@ __all__ = [
     "create_tf_env",
     "default_tf_env_dir",
     "find_tf_python",
+    "run_tf_script",
+    "tf_subprocess_env",
 ]
 
 #: The TensorFlow release whose AOT output links with the runtime sources it ships.
@@ -161,6 +163,50 @@ def find_tf_python(tf_python: str | Path | None = None, *, create: bool = True) 
             f"`python -m mlbridge.aot.tfenv {cached}` or pass --tf-python PATH"
         )
     return create_tf_env(cached)
+
+
+def tf_subprocess_env() -> dict[str, str]:
+    """The environment of a TensorFlow subprocess.
+
+    It lacks the main environment's ``PYTHONPATH``/``PYTHONHOME``, and TensorFlow's C++
+    logging is quiet.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    return env
+
+
+def run_tf_script(
+    script: Path,
+    *args: str,
+    what: str,
+    tf_python: str | Path | None = None,
+    timeout: float = 600,
+) -> str:
+    """Runs ``script`` with the TensorFlow environment's interpreter.
+
+    The script is a file of this package that imports TensorFlow, not mlbridge.
+
+    Returns:
+        Its standard output.
+
+    Raises:
+        TFEnvironmentError: If no TensorFlow environment can be had.
+        RuntimeError: If the script fails or times out, naming ``what`` and its stderr tail.
+    """
+    python = find_tf_python(tf_python)
+    try:
+        proc = subprocess.run(
+            [str(python), str(script), *args], capture_output=True, text=True,
+            errors="replace", env=tf_subprocess_env(), stdin=subprocess.DEVNULL,
+            timeout=timeout,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{what} did not finish within {timeout:g} s") from None
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
+        raise RuntimeError(f"{what} failed:\n{tail}")
+    return proc.stdout
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,6 +72,7 @@ DEFAULT_CONNECT_TIMEOUT = 60.0
 DEFAULT_TIMEOUT = 300.0
 
 _READ_CHUNK = 1 << 16
+_LINE_CHUNK = 1 << 12
 # Back-off of the open() polls: from 1 ms up to 50 ms between attempts.
 _POLL_MIN = 0.001
 _POLL_MAX = 0.05
@@ -300,14 +301,17 @@ class _FifoReader:
     def _available(self) -> int:
         return len(self._buf) - self._start
 
-    def _fill(self, what: str) -> bool:
-        """Read one more chunk; False at the end of input. Waits at most the timeout."""
+    def _fill(self, what: str, size: int = _READ_CHUNK) -> bool:
+        """Read one more chunk (at most ``size`` bytes); False at the end of input.
+
+        Waits at most the timeout.
+        """
         if self._eof:
             return False
         if self._start and self._start >= len(self._buf) // 2:
             del self._buf[: self._start]
             self._start = 0
-        chunk = self._read_chunk(_READ_CHUNK, what)
+        chunk = self._read_chunk(size, what)
         if not chunk:
             return False
         self._buf += chunk
@@ -344,7 +348,7 @@ class _FifoReader:
         return data
 
     def at_end(self) -> bool:
-        return self._available() == 0 and not self._fill("the next record")
+        return self._available() == 0 and not self._fill("the next record", _LINE_CHUNK)
 
     def read_exact(self, n: int) -> bytes:
         if n < 0:
@@ -461,7 +465,10 @@ class _FifoReader:
                     f"line at byte offset {self._offset} is longer than the limit of "
                     f"{max_len} bytes"
                 )
-            if not self._fill(f"the end of the line at stream offset {self._offset}"):
+            # A record line is usually short and followed by tensor values, which
+            # read_into() reads straight into their arrays: stage little of them here.
+            size = _LINE_CHUNK if scanned == 0 else _READ_CHUNK
+            if not self._fill(f"the end of the line at stream offset {self._offset}", size):
                 raise TruncatedInputError(
                     f"input ends at byte offset {self._offset + self._available()} in a line "
                     f"that started at offset {self._offset} (no terminating newline)"
@@ -470,7 +477,19 @@ class _FifoReader:
 
 def _write_all(fd: int, data: bytes, path: Path, timeout: float, what: str) -> None:
     """Write all of ``data`` to a non-blocking FIFO, each wait bounded by ``timeout``."""
-    view = memoryview(data)
+    try:  # the usual case: all of it fits in the pipe at once
+        written = os.write(fd, data)
+        if written == len(data):
+            return
+        view = memoryview(data)[written:]
+    except BlockingIOError:
+        view = memoryview(data)
+    except BrokenPipeError:
+        raise PipeClosedError(
+            f"{path}: the compiler closed its end while mlbridge was writing {what}"
+        ) from None
+    except OSError as e:
+        raise PipeError(f"{path}: write failed: {e.strerror}") from None
     poller = select.poll()
     poller.register(fd, select.POLLOUT)
     while view:

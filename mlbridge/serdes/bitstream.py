@@ -6,6 +6,7 @@ tensors the header lists for its kind and a final newline. See ``docs/serializat
 
 from __future__ import annotations
 
+import math
 import struct
 from typing import Any
 
@@ -14,10 +15,10 @@ import orjson
 
 from mlbridge.errors import (
     HeaderMismatchError,
-    MLBridgeError,
     InvalidTensorError,
     LimitExceededError,
     MalformedInputError,
+    MLBridgeError,
     TruncatedInputError,
     UnsupportedValueError,
 )
@@ -32,6 +33,28 @@ __all__ = ["BitstreamSerDes"]
 
 _U32 = struct.Struct("<I")
 _U32_MAX = 2**32 - 1
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_KINDS = {k.value: k for k in MessageKind}
+#: Tensors of at least this many bytes are read into recycled memory; smaller ones
+#: are views of the bytes read (cheaper to set up).
+_POOLED = 4096
+
+
+class _Plan:
+    """How to read the tensors of one message kind of one header (numeric, not bool)."""
+
+    __slots__ = ("dtypes", "dynamic", "itemsizes", "names", "shapes", "specs", "types")
+
+    def __init__(self, specs: tuple[TensorSpec, ...]) -> None:
+        self.specs = specs
+        self.names = tuple(s.name for s in specs)
+        self.types = tuple(s.type for s in specs)
+        self.dtypes = tuple(s.type.numpy_dtype for s in specs)
+        self.itemsizes = tuple(s.type.itemsize or 0 for s in specs)
+        self.shapes = tuple(tuple(s.shape) for s in specs)
+        #: Indices of the specs with a dynamic dimension.
+        self.dynamic = tuple(i for i, s in enumerate(specs) if s.is_dynamic)
 
 
 def encode_values(tensor: Tensor) -> bytes:
@@ -65,11 +88,15 @@ class BitstreamSerDes(SerDes):
         # Numeric values are read straight into arrays carved from this (readers with
         # read_into only).
         self._values = RecyclingBuffer()
+        # Per message kind, how to read a message of read_header (_plan()).
+        self._plans: dict[str, _Plan | None] = {}
+        self._plans_header: Header | None = None
 
     def reset(self) -> None:
         """Forget both headers."""
         self.write_header = None
         self.read_header = None
+        self._plans_header = None
 
     # -- encoding --------------------------------------------------------------------
 
@@ -148,9 +175,127 @@ class BitstreamSerDes(SerDes):
             return simple
         return self._decode_message(obj, reader, offset, len(line) + 1)
 
+    def _plan(self, kind: MessageKind, key: str) -> _Plan | None:
+        """The cached reading plan of ``kind`` for the current read header.
+
+        ``None`` when the generic path must read it (no header or spec, strings, bools).
+        """
+        if self._plans_header is not self.read_header:
+            self._plans = {}
+            self._plans_header = self.read_header
+        plan = self._plans.get(key, False)
+        if plan is False:
+            header = self.read_header
+            specs = None if header is None else header.specs_for(kind)
+            ok = specs is not None and all(
+                s.type.itemsize and s.type is not ElementType.BOOL for s in specs
+            )
+            plan = self._plans[key] = _Plan(specs) if ok and specs is not None else None
+        return plan  # type: ignore[return-value]
+
+    def _decode_fast(
+        self, plan: _Plan, kind: MessageKind, msg_id: int, shapes_obj: object,
+        reader: Any, budget: int, offset: int,
+    ) -> Message | None:  # fmt: skip
+        """Read a message of numeric tensors straight into arrays.
+
+        Returns ``None``, having consumed nothing, if anything is unusual: the generic
+        path then reads the message and words the error.
+        """
+
+        def where() -> str:
+            return f"{kind.value} {msg_id} at byte offset {offset}"
+
+        limits = self.limits
+        if shapes_obj is None:
+            if plan.dynamic:
+                return None
+            shapes = plan.shapes
+        else:
+            if (
+                not plan.dynamic
+                or type(shapes_obj) is not dict
+                or len(shapes_obj) != len(plan.dynamic)
+            ):
+                return None
+            shapes = list(plan.shapes)
+            for i in plan.dynamic:
+                shape = shapes_obj.get(plan.names[i])
+                if (
+                    type(shape) is not list
+                    or len(shape) > limits.max_rank
+                    or any(type(d) is not int or d > limits.max_dim for d in shape)
+                    or not plan.specs[i].matches(shape)
+                ):
+                    return None
+                shapes[i] = tuple(shape)
+        sizes = []
+        total = pooled = 0
+        for shape, item in zip(shapes, plan.itemsizes, strict=True):
+            n = math.prod(shape) * item
+            sizes.append(n)
+            total += n
+            if n >= _POOLED:
+                pooled += RecyclingBuffer.padded(n)
+        if total > budget:
+            return None
+        pool = self._values
+        if pooled:
+            pool.start_message(pooled)
+        tensors = []
+        read_into = reader.read_into
+        for name, etype, dtype, shape, size in zip(
+            plan.names, plan.types, plan.dtypes, shapes, sizes, strict=True
+        ):
+            start = reader.offset
+            try:
+                if size >= _POOLED:
+                    out = pool.take(size)
+                    read_into(memoryview(out))
+                    array = out.view(dtype).reshape(shape)
+                else:  # small: a view of the bytes read (no pool bookkeeping)
+                    array = np.frombuffer(reader.read_exact(size), dtype=dtype).reshape(shape)
+            except TruncatedInputError as e:  # worded as _read_tensor words it
+                raise TruncatedInputError(
+                    f"{where()}: tensor {name!r} ({etype.llvm_name}{list(shape)}) starting "
+                    f"at byte offset {start}: {e}"
+                ) from None
+            tensors.append(Tensor._trusted(name, etype, array))
+        end_offset = reader.offset
+        try:
+            newline = reader.read_exact(1)
+        except TruncatedInputError:
+            raise TruncatedInputError(
+                f"{where()}: input ends at byte offset {end_offset} before the final newline"
+            ) from None
+        if newline != b"\n":
+            raise MalformedInputError(
+                f"{where()}: expected the final newline at byte offset {end_offset}, "
+                f"got {newline!r} (do the values match the header?)"
+            )
+        return Message._trusted(kind, msg_id, tuple(tensors))
+
     def _decode_message(
         self, obj: dict[str, Any], reader: ByteReader, offset: int, used: int
     ) -> Message:
+        key = next(iter(obj))
+        kind = _KINDS.get(key)
+        msg_id = obj[key] if kind is not None else None
+        if (
+            kind is not None
+            and type(msg_id) is int
+            and _INT64_MIN <= msg_id <= _INT64_MAX
+            and (len(obj) == 1 or (len(obj) == 2 and "shapes" in obj))
+            and hasattr(reader, "read_into")
+        ):
+            plan = self._plan(kind, key)
+            if plan is not None:
+                fast = self._decode_fast(
+                    plan, kind, msg_id, obj.get("shapes"), reader,
+                    self.limits.max_message_bytes - used, offset,
+                )  # fmt: skip
+                if fast is not None:
+                    return fast
         key = _lines.message_kind_key(obj, offset)
         kind = MessageKind(key)
         msg_id = check_id(obj[key], offset)
@@ -195,8 +340,11 @@ class BitstreamSerDes(SerDes):
     def _direct_bytes(
         self, specs: tuple[TensorSpec, ...], shapes: list[tuple[int, ...]], budget: int
     ) -> int | None:
-        """Bytes of the values read straight into arrays (numeric, not bool), padded as
-        :class:`RecyclingBuffer` lays them out; ``None`` if a limit would be exceeded."""
+        """Bytes of the values read straight into arrays (numeric, not bool).
+
+        Padded as :class:`RecyclingBuffer` lays them out; ``None`` if a limit would be
+        exceeded.
+        """
         need = 0
         total = 0
         for spec, shape in zip(specs, shapes, strict=True):

@@ -94,7 +94,11 @@ def _fast_numbers(data: list[Any], etype: ElementType) -> np.ndarray[Any, np.dty
     pass as 0 or 1 in both: the elements equal to 0 or 1 are looked at one by one.
     """
     try:
-        if etype.is_floating:
+        if etype is ElementType.FLOAT:
+            # Straight to float32: each double rounded once, as astype() does; an
+            # overflow becomes inf, sent to the element-wise path below (an error).
+            arr = np.frombuffer(array.array("f", data), dtype=np.float32)
+        elif etype is ElementType.DOUBLE:
             arr = np.frombuffer(array.array("d", data), dtype=np.float64)
         else:
             arr = np.array(data)
@@ -108,13 +112,7 @@ def _fast_numbers(data: list[Any], etype: ElementType) -> np.ndarray[Any, np.dty
         return None
     if etype.is_floating:
         # The element-wise path's values: float64, then one rounding to float32.
-        if not np.isfinite(arr).all():
-            return None
-        if etype is ElementType.DOUBLE:
-            return arr
-        with np.errstate(over="ignore"):
-            narrow = arr.astype(np.float32)
-        return narrow if np.isfinite(narrow).all() else None  # overflow: an error
+        return arr if np.isfinite(arr).all() else None  # float32 overflow: an error
     if kind == "f":
         return None  # a fraction or exponent in an integer tensor: an error
     info = np.iinfo(etype.numpy_dtype)

@@ -86,8 +86,7 @@ class BytesReader:
         return self._data[start : self._pos]
 
     def read_into(self, view: memoryview) -> None:
-        """Fill ``view`` with the next ``len(view)`` bytes; :class:`TruncatedInputError` if
-        fewer remain."""
+        """Fill ``view`` with the next ``len(view)`` bytes (or :class:`TruncatedInputError`)."""
         n = len(view)
         if n > len(self._data) - self._pos:
             self.read_exact(n)  # raises, with the message
@@ -153,8 +152,7 @@ class StreamReader:
         return data
 
     def read_into(self, view: memoryview) -> None:
-        """Fill ``view`` with the next ``len(view)`` bytes; :class:`TruncatedInputError` if
-        the stream ends first."""
+        """Fill ``view`` with the next ``len(view)`` bytes (or :class:`TruncatedInputError`)."""
         view[:] = self.read_exact(len(view))
 
     def read_line(self, max_len: int) -> bytes:

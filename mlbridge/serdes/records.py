@@ -85,6 +85,15 @@ class Message:
         object.__setattr__(self, "tensors", tensors)
 
     @classmethod
+    def _trusted(cls, kind: MessageKind, id: int, tensors: tuple[Tensor, ...]) -> Message:
+        """Build a message from parts already checked (used by the decoders)."""
+        self = cls.__new__(cls)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "tensors", tensors)
+        return self
+
+    @classmethod
     def observation(cls, id: int, tensors: Iterable[Tensor]) -> Message:
         """An observation message."""
         return cls(MessageKind.OBSERVATION, id, tuple(tensors))

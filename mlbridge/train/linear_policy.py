@@ -202,3 +202,51 @@ class LinearPolicy:
         model.ir_version = 8
         onnx.checker.check_model(model)
         Path(path).write_bytes(model.SerializeToString())
+
+    def to_tfaot(
+        self,
+        output_dir: str | Path,
+        *,
+        name: str,
+        tf_python: str | Path | None = None,
+        log: bool = False,
+    ) -> Path:
+        """Compiles the policy ahead of time with TensorFlow (``mlbridge aot``).
+
+        The SavedModel is written in the TensorFlow environment (same inputs, output and
+        float32 arithmetic as :meth:`to_onnx`), then compiled into ``output_dir``.
+
+        Args:
+            output_dir: Where ``mlbridge aot`` writes its outputs.
+            name: The AOT model name (a C identifier).
+            tf_python: The TensorFlow environment's interpreter (default: found).
+            log: Whether to report progress on stderr.
+
+        Returns:
+            The shared object (``<name>.so``; its ``<name>.specs.json`` is beside it).
+
+        Raises:
+            mlbridge.aot.compile.AOTError: If compiling fails.
+            RuntimeError: If writing the SavedModel fails.
+        """
+        import tempfile
+
+        from mlbridge.aot.compile import compile_saved_model
+        from mlbridge.aot.tfenv import run_tf_script
+
+        script = Path(__file__).resolve().parents[1] / "aot" / "_tf_linear_policy.py"
+        with tempfile.TemporaryDirectory(prefix="mlbridge-policy-") as tmp:
+            policy_json = Path(tmp) / "policy.json"
+            self.save(policy_json)
+            saved = Path(tmp) / "saved_model"
+            run_tf_script(
+                script,
+                str(policy_json),
+                str(saved),
+                what="writing the policy's SavedModel",
+                tf_python=tf_python,
+            )
+            outputs = compile_saved_model(saved, name, output_dir, tf_python=tf_python, log=log)
+        if outputs.shared_object is None:
+            raise RuntimeError(f"mlbridge aot wrote no shared object for {name}")
+        return outputs.shared_object

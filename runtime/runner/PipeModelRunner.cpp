@@ -31,6 +31,9 @@ namespace mlbridge {
 
 namespace {
 
+/// The pipe buffer asked for on `<base>.out`.
+constexpr int PipeBufferBytes = 1 << 20;
+
 Error pipeError(std::errc Code, const Twine &Msg) {
   return createStringError(std::make_error_code(Code), Msg);
 }
@@ -379,6 +382,12 @@ Error PipeModelRunner::connect() {
     if (Error E = Wait("no model opened " + OutPath + " for reading"))
       return fail(std::move(E));
   }
+#ifdef F_SETPIPE_SZ
+  // Best effort: with 1 MiB (Linux's default limit for unprivileged users)
+  // instead of 64 KiB, a large observation goes in one write, without waking
+  // the writer every 64 KiB.
+  (void)::fcntl(OutFD, F_SETPIPE_SZ, PipeBufferBytes);
+#endif
   Reader = std::make_unique<FdByteReader>(InFD, InPath, Options.Timeout);
   HeaderPending = false;
   std::string Data;
@@ -523,10 +532,14 @@ Error PipeModelRunner::switchContext(StringRef Name) {
 
 Expected<TensorValue> PipeModelRunner::readReply(int64_t Id) {
   uint64_t Start = Reader->offset();
-  std::string What = formatv("the advice for observation {0}", Id).str();
+  // Formatted only if an error needs it.
+  auto What = [Id] {
+    return "the advice for observation " + std::to_string(Id);
+  };
   auto Closed = [&] {
     return pipeError(std::errc::connection_aborted,
-                     "the model closed " + InPath + " before sending " + What);
+                     "the model closed " + InPath + " before sending " +
+                         What());
   };
   if (Options.Kind == SerDesKind::Bitstream) {
     // LLVM's reply: exactly the advice tensor's raw bytes, no framing.
@@ -548,7 +561,7 @@ Expected<TensorValue> PipeModelRunner::readReply(int64_t Id) {
     return pipeError(std::errc::protocol_error,
                      formatv("{0}: expected {1}, got a record that is not an "
                              "advice message (byte offset {2})",
-                             InPath, What, Start)
+                             InPath, What(), Start)
                          .str());
   if (M->Id != Id)
     return pipeError(std::errc::protocol_error,
@@ -581,7 +594,7 @@ PipeModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
   for (const SerDes::Piece &P : Pieces)
     Parts.push_back(P.External ? StringRef(P.External, P.Size)
                                : StringRef(Scratch).substr(P.Offset, P.Size));
-  if (Error E = fail(writeAllV(Parts, formatv("observation {0}", Id).str())))
+  if (Error E = fail(writeAllV(Parts, "observation " + Twine(Id))))
     return E;
   Expected<TensorValue> V = readReply(Id);
   if (!V)

@@ -129,6 +129,20 @@ static constexpr char DigitPairs[] = "00010203040506070809"
                                      "80818283848586878889"
                                      "90919293949596979899";
 
+/// Writes the decimal digits of \p V so that the last one is at End[-1].
+static void writeDigitsBackwards(uint32_t V, char *End) {
+  while (V >= 100) {
+    End -= 2;
+    std::memcpy(End, DigitPairs + 2 * (V % 100), 2);
+    V /= 100;
+  }
+  if (V >= 10) {
+    std::memcpy(End - 2, DigitPairs + 2 * V, 2);
+  } else {
+    End[-1] = static_cast<char>('0' + V);
+  }
+}
+
 /// Writes \p V like formatFloating<float>(V, -6, 12, P), with the digits of
 /// shortest::toDecimal() instead of std::to_chars (several times faster).
 static char *formatFloat32(float V, char *P) {
@@ -140,49 +154,40 @@ static char *formatFloat32(float V, char *P) {
   if (Bits >> 31)
     *P++ = '-';
   shortest::Decimal32 D = shortest::toDecimal(Magnitude);
-  // The digits, most significant first, two at a time from the right.
-  char Digits[10] = {};
-  int NumDigits = 0;
-  for (uint32_t T = D.Digits; T; T /= 10)
-    ++NumDigits;
-  char *End = Digits + NumDigits;
-  uint32_t T = D.Digits;
-  while (T >= 10) {
-    End -= 2;
-    std::memcpy(End, DigitPairs + 2 * (T % 100), 2);
-    T /= 100;
-  }
-  if (End != Digits)
-    *--End = static_cast<char>('0' + T);
+  uint32_t V9 = D.Digits; // at most 9 digits
+  int NumDigits = 1 + (V9 >= 10) + (V9 >= 100) + (V9 >= 1000) + (V9 >= 10000) +
+                  (V9 >= 100000) + (V9 >= 1000000) + (V9 >= 10000000) +
+                  (V9 >= 100000000);
   int Exp = D.Exponent + NumDigits - 1; // scientific: d.ddd x 10^Exp
+  // The digits go straight to their place (staging them in a buffer costs a
+  // store-forwarding stall per number); a '.' inside them is made room for.
   if (Exp >= -6 && Exp <= 12) {
     if (Exp < 0) {
-      *P++ = '0';
-      *P++ = '.';
-      for (int I = -Exp - 1; I > 0; --I)
-        *P++ = '0';
-      std::memcpy(P, Digits, NumDigits);
+      std::memcpy(P, "0.00000", 2 - Exp - 1);
+      P += 2 - Exp - 1;
+      writeDigitsBackwards(V9, P + NumDigits);
       return P + NumDigits;
     }
     if (NumDigits <= Exp + 1) {
-      std::memcpy(P, Digits, NumDigits);
+      writeDigitsBackwards(V9, P + NumDigits);
       P += NumDigits;
       for (int I = Exp + 1 - NumDigits; I > 0; --I)
         *P++ = '0';
       std::memcpy(P, ".0", 2);
       return P + 2;
     }
-    std::memcpy(P, Digits, Exp + 1);
-    P += Exp + 1;
-    *P++ = '.';
-    std::memcpy(P, Digits + Exp + 1, NumDigits - Exp - 1);
-    return P + (NumDigits - Exp - 1);
+    writeDigitsBackwards(V9, P + NumDigits + 1);
+    std::memmove(P, P + 1, Exp + 1);
+    P[Exp + 1] = '.';
+    return P + NumDigits + 1;
   }
-  *P++ = Digits[0];
+  writeDigitsBackwards(V9, P + NumDigits + 1);
+  P[0] = P[1];
   if (NumDigits > 1) {
-    *P++ = '.';
-    std::memcpy(P, Digits + 1, NumDigits - 1);
-    P += NumDigits - 1;
+    P[1] = '.';
+    P += NumDigits + 1;
+  } else {
+    P += 1;
   }
   *P++ = 'e';
   *P++ = Exp < 0 ? '-' : '+';
@@ -207,17 +212,17 @@ void writeJSONFloat(float V, std::string &Out) {
 
 /// Writes \p N comma-separated elements of type \p T from \p Data, formatting
 /// each with \p Format (a `char *(T, char *)` writing at most \p MaxChars).
-/// Grows \p Out a block at a time and writes through a pointer.
+/// Formats a block of elements at a time into a local buffer.
 template <typename T, size_t MaxChars, typename FormatFn>
 static void writeElements(const char *Data, size_t N, std::string &Out,
                           FormatFn Format) {
-  constexpr size_t Block = 1024;
+  // Formatted into a local block, then appended: growing \p Out first would
+  // zero-fill the worst case, several times the bytes written.
+  constexpr size_t Block = 256;
+  char Buf[Block * (MaxChars + 1)];
   for (size_t I = 0; I < N;) {
     size_t Count = std::min(Block, N - I);
-    size_t Old = Out.size();
-    Out.resize(Old + Count * (MaxChars + 1));
-    char *Begin = Out.data() + Old;
-    char *P = Begin;
+    char *P = Buf;
     for (size_t J = 0; J < Count; ++J, ++I) {
       T V;
       std::memcpy(&V, Data + I * sizeof(T), sizeof(T));
@@ -225,7 +230,7 @@ static void writeElements(const char *Data, size_t N, std::string &Out,
         *P++ = ',';
       P = Format(V, P);
     }
-    Out.resize(Old + (P - Begin));
+    Out.append(Buf, P - Buf);
   }
 }
 
