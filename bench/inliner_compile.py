@@ -11,10 +11,10 @@ configuration's total is the sum over modules:
   ONNX Runtime (``-mlbridge-inline-model=<model>.onnx``);
 - the same policy as a Python process answering over the pipe runner
   (``-mlbridge-inline-runner=pipe``; the time includes the Python side's work);
-- the same policy compiled ahead of time by TensorFlow, when a TF AOT build of it is
-  given with ``--tfaot-model`` (a ``.so`` from ``mlbridge aot``).
+- the same policy compiled ahead of time by TensorFlow (``mlbridge aot``, loaded by the
+  TF AOT runner from its shared object); ``--no-tfaot`` leaves it out.
 
-Each configuration's ``.text`` size after ``llc-22 -O2`` is recorded too: the in-process
+Each configuration's ``.text`` size after ``llc-22 -O2`` is recorded too: the ONNX, TF AOT
 and pipe runners answer with the same policy, so their sizes must agree (checked).
 
     .venv/bin/python bench/inliner_compile.py            # held-out corpus, 3 repetitions
@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--corpus", type=Path, default=None)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--smoke", action="store_true", help="2 modules once: correctness only")
-    p.add_argument("--tfaot-model", type=Path, help="a TF AOT .so of the built-in policy")
+    p.add_argument("--no-tfaot", action="store_true", help="leave the TF AOT runner out")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     p.add_argument("--timeout", type=float, default=600)
     args = p.parse_args(argv)
@@ -164,11 +164,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 target=TARGET_IN_PROCESS,
             ),
         ]
-        if args.tfaot_model is not None:
+        if not args.no_tfaot:
+            aot = policy.to_tfaot(Path(tmp) / "aot", name=builtin.name.replace("-", "_"))
             configs.append(
                 Config(
                     f"ML advisor, TF AOT ({builtin.name})",
-                    [*ml, f"-mlbridge-inline-model={args.tfaot_model}"],
+                    [*ml, f"-mlbridge-inline-model={aot}"],
                     target=TARGET_IN_PROCESS,
                 )
             )

@@ -1,8 +1,9 @@
 """``make demo``: the ML inline advisor on the built-in default model, against stock ``-Oz``.
 
 Compiles every held-out module of the corpus twice with ``opt-22 -passes='default<Oz>'``:
-once stock, once with the mlbridge plugin's ML inline advisor asking the built-in default
-model in-process, then makes object files with ``llc-22 -O2`` and prints, for each
+once stock, then with the mlbridge plugin's ML inline advisor asking the built-in default
+model in-process (through ONNX Runtime, and compiled ahead of time by TensorFlow), then
+makes object files with ``llc-22 -O2`` and prints, for each
 configuration, the number of modules, the total ``.text`` size and the total ``opt`` time.
 """
 
@@ -22,6 +23,8 @@ from mlbridge.errors import MLBridgeError
 from mlbridge.gym.rewards import find_llvm_tool, object_text_size
 
 __all__ = ["CompileStats", "DemoError", "compile_module", "main"]
+
+_KIND_LABEL = {"onnx": "ONNX Runtime", "tfaot": "TF AOT"}
 
 
 class DemoError(MLBridgeError):
@@ -134,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         manifest = load_manifest(corpus)
         modules = [m.bitcode_path for m in manifest.ok_modules(split=args.split)]
         projects = sorted({m.project for m in manifest.ok_modules(split=args.split)})
-        models = ensure_builtin_models()
+        models = ensure_builtin_models(log=True)
         plugin = plugin_path("llvm", args.build_dir)
         if not plugin.is_file():
             raise DemoError(f"the opt plugin is not built: {plugin} (run 'make build')")
@@ -144,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for model in models:
             configurations.append(
                 (
-                    f"ML inline advisor, {model.kind} model '{model.name}'",
+                    f"ML inline advisor, {_KIND_LABEL[model.kind]} '{model.name}'",
                     [
                         f"-load-pass-plugin={plugin}",
                         "-passes=default<Oz>",

@@ -79,6 +79,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _add_registry_argument(q)
 
     q = sub.add_parser(
+        "install-builtin",
+        help="register the models mlbridge ships with (inliner-oz, inliner-oz-aot)",
+        description="Build the built-in models from their training output "
+        "(mlbridge/models/builtin/) and register them: NAME as ONNX and NAME-aot compiled "
+        "ahead of time by TensorFlow (needs the TensorFlow environment; --no-tfaot skips "
+        "it). Models built from the same training output are kept.",
+    )
+    q.add_argument("--no-tfaot", action="store_true", help="only the ONNX forms")
+    _add_registry_argument(q)
+
+    q = sub.add_parser(
         "check",
         help="check that a registered model fits a compiler's features",
         description="Apply MLGO's versioning rule: every model input must be one of the "
@@ -238,6 +249,15 @@ def _run_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_install_builtin(args: argparse.Namespace) -> int:
+    from mlbridge.models.builtin import ensure_builtin_models
+
+    registry = _registry(args)
+    for model in ensure_builtin_models(registry, tfaot=not args.no_tfaot, log=True):
+        print(f"{model.name}: {model.kind}, {model.path}")
+    return 0
+
+
 _RUNNERS = {
     "list": _run_list,
     "register": _run_register,
@@ -245,6 +265,7 @@ _RUNNERS = {
     "show": _run_show,
     "remove": _run_remove,
     "check": _run_check,
+    "install-builtin": _run_install_builtin,
 }
 
 

@@ -65,14 +65,17 @@ def test_every_builtin_policy_loads_and_uses_only_inliner_features():
 def test_builtins_are_registered_once_and_fit_the_inline_advisor(tmp_path: Path):
     registry = Registry(tmp_path / "registry")
     first = ensure_builtin_models(registry)
-    assert [m.name for m in first] == [m.name for m in BUILTIN_MODELS]
+    names = [n for m in BUILTIN_MODELS for n in (m.name, f"{m.name}-aot")]
+    assert [m.name for m in first] == names
+    assert [m.kind for m in first] == ["onnx", "tfaot"] * len(BUILTIN_MODELS)
     stamp = {m.name: m.registered_at for m in first}
     second = ensure_builtin_models(registry)
-    # The same bytes: nothing registered again.
+    # Built from the same training output: nothing registered again.
     assert {m.name: m.registered_at for m in second} == stamp
     features = [TensorSpec(n, "int64_t", (1,)) for n in INLINER_FEATURES]
     for model in second:
-        assert model.kind == "onnx"
         assert check_compatible(features, model.features) == []
-        session = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"])
-        assert [o.name for o in session.get_outputs()] == ["inlining_decision"]
+        assert [a.name for a in model.advice] == ["inlining_decision"]
+        if model.kind == "onnx":
+            session = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"])
+            assert [o.name for o in session.get_outputs()] == ["inlining_decision"]

@@ -2,8 +2,9 @@
 
 :func:`ensure_builtin_models` builds each one's deployable form (an ONNX model) and
 registers it under its name, so that ``-mlbridge-inline-model=inliner-oz`` works after
-``make demo`` or ``mlbridge models install-builtin``. Registering is skipped when the
-registry already holds the same bytes.
+``make demo`` or ``mlbridge models install-builtin``; the TensorFlow AOT build of the same
+policy is registered as ``<name>-aot``. Registering is skipped when the registry already
+holds models built from the same training output.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlbridge.errors import MLBridgeError
 from mlbridge.models.registry import RegisteredModel, Registry, RegistryError
 
 __all__ = ["BUILTIN_MODELS", "BuiltinModel", "ensure_builtin_models"]
@@ -54,8 +56,23 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def ensure_builtin_models(registry: Registry | None = None) -> list[RegisteredModel]:
+def _current(reg: Registry, name: str, stamp: str) -> RegisteredModel | None:
+    # A registered model built from the same training output carries its stamp.
+    if name not in reg.names():
+        return None
+    model = reg.get(name)
+    return model if model.description and stamp in model.description else None
+
+
+def ensure_builtin_models(
+    registry: Registry | None = None, *, tfaot: bool = True, log: bool = False
+) -> list[RegisteredModel]:
     """Registers every built-in model whose current form the registry does not hold yet.
+
+    Each model is registered as ``<name>`` (ONNX) and, with ``tfaot``, as ``<name>-aot``
+    (compiled ahead of time by TensorFlow: ``mlbridge aot``, which needs the TensorFlow
+    environment the set-up makes). A model built from the same training output is not
+    built again.
 
     Returns:
         The registered built-in models.
@@ -69,19 +86,35 @@ def ensure_builtin_models(registry: Registry | None = None) -> list[RegisteredMo
     out: list[RegisteredModel] = []
     with tempfile.TemporaryDirectory(prefix="mlbridge-builtin-") as tmp:
         for model in BUILTIN_MODELS:
-            onnx_path = Path(tmp) / f"{model.name}.onnx"
+            stamp = f"[policy sha256 {_sha256(model.policy_path)}]"
+            description = f"{model.description} {stamp}"
             try:
-                LinearPolicy.load(model.policy_path).to_onnx(onnx_path)
+                policy = LinearPolicy.load(model.policy_path)
             except (OSError, ValueError) as e:
-                raise RegistryError(f"cannot build built-in model {model.name!r}: {e}") from e
-            if model.name in reg.names():
-                current = reg.get(model.name)
-                if current.sha256 == _sha256(onnx_path):
-                    out.append(current)
-                    continue
-            out.append(
-                reg.register(
-                    model.name, onnx_path, kind="onnx", force=True, description=model.description
+                raise RegistryError(f"cannot read built-in model {model.name!r}: {e}") from e
+            found = _current(reg, model.name, stamp)
+            if found is None:
+                onnx_path = Path(tmp) / f"{model.name}.onnx"
+                policy.to_onnx(onnx_path)
+                found = reg.register(
+                    model.name, onnx_path, kind="onnx", force=True, description=description
                 )
-            )
+            out.append(found)
+            if not tfaot:
+                continue
+            aot_name = f"{model.name}-aot"
+            found = _current(reg, aot_name, stamp)
+            if found is None:
+                try:
+                    so = policy.to_tfaot(
+                        Path(tmp) / "aot", name=model.name.replace("-", "_"), log=log
+                    )
+                except (MLBridgeError, RuntimeError) as e:
+                    raise RegistryError(
+                        f"cannot compile built-in model {model.name!r} ahead of time: {e}"
+                    ) from e
+                found = reg.register(
+                    aot_name, so, kind="tfaot", force=True, description=description
+                )
+            out.append(found)
     return out
