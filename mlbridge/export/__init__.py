@@ -8,6 +8,7 @@ answers with the original model's.
 
 * :func:`export_numpy_dense`: a multilayer perceptron from numpy weights (no framework).
 * :func:`export_torch`: a ``torch.nn.Module`` (needs the ``export`` extra: PyTorch).
+* :func:`export_keras`: a Keras multilayer perceptron, through its weights (any backend).
 * :func:`check_export`: the exported file answers like the original, within a tolerance.
 
 Needs the ``onnx`` and ``onnxruntime`` packages (extra ``onnx`` or ``export``).
@@ -16,6 +17,7 @@ Needs the ``onnx`` and ``onnxruntime`` packages (extra ``onnx`` or ``export``).
 from __future__ import annotations
 
 from mlbridge.export.check import ExportMismatchError, check_export
+from mlbridge.export.keras_export import export_keras, keras_dense_layers
 from mlbridge.export.numpy_dense import Dense, export_numpy_dense, numpy_dense_forward
 from mlbridge.export.torch_export import export_torch, torch_callable
 
@@ -23,8 +25,10 @@ __all__ = [
     "Dense",
     "ExportMismatchError",
     "check_export",
+    "export_keras",
     "export_numpy_dense",
     "export_torch",
+    "keras_dense_layers",
     "numpy_dense_forward",
     "torch_callable",
 ]
