@@ -12,7 +12,8 @@
 ///   server (ModelService); one Evaluate call per decision.
 /// - GrpcCompilerServer, training: the compiler is the server
 ///   (CompilerService) and a trainer drives it; one compile is one episode,
-///   one Observe/Act round per decision.
+///   one Observe/Act round per decision; or, with
+///   GrpcCompilerServerOptions::UserService, the user's own service.
 ///
 /// Every wait is bounded and every error names the address, the RPC and the
 /// gRPC status. gRPC's headers stay out of this one.
@@ -118,6 +119,39 @@ private:
   std::unique_ptr<Impl> I;
 };
 
+/// A user's own service through which a trainer drives GrpcCompilerServer
+/// (docs/grpc.md, "Training with your own service"): the compiler serves the
+/// user's unary methods (`/package.Service/Method`) with gRPC's generic
+/// service, so only the message types are needed, no generated C++ stub.
+/// Features become fields of the Observation message and the advice is read
+/// from the Action message (UserProtoSerDes: field name = tensor name).
+/// Serve Observe and Act, or Step, or all three.
+struct GrpcUserTrainingService {
+  /// Returns the pending observation, waiting for the compiler's next one;
+  /// its request message is ignored. Empty: not served.
+  std::string ObserveMethod;
+  /// Answers the pending observation with an Action; replies with an empty
+  /// message (valid for any reply type). Empty: not served.
+  std::string ActMethod;
+  /// Act, then Observe, in one call: takes an Action and returns the next
+  /// observation. An Action whose advice field is unset (`optional` in
+  /// proto3 and not set, or an empty repeated field) only observes, which
+  /// starts the episode. Empty: not served.
+  std::string StepMethod;
+  /// The observation and action message types, from generated code or a
+  /// DescriptorPool; they must outlive the server.
+  const google::protobuf::Descriptor *Observation = nullptr;
+  const google::protobuf::Descriptor *Action = nullptr;
+  /// Optional fields of the Observation message. DoneField: a bool set
+  /// (alone) once the episode is over; without one, a call after the end
+  /// fails with OUT_OF_RANGE. ContextField: a string, the context
+  /// (setContext). IdField: an integer, the decision's index; if the Action
+  /// type has a field of that name too, it must equal the pending id.
+  std::string DoneField;
+  std::string ContextField;
+  std::string IdField;
+};
+
 /// How a GrpcCompilerServer listens and waits.
 struct GrpcCompilerServerOptions {
   /// Where to listen, `host:port`; port 0 picks a free port (see address()).
@@ -135,6 +169,10 @@ struct GrpcCompilerServerOptions {
   /// this file once the server listens (atomically: written to a temporary
   /// file, then renamed), for the trainer to find.
   std::string ReadyFile;
+  /// If set, the trainer calls these methods of the user's own service
+  /// instead of CompilerService; create() checks the features and the
+  /// advice against the message types.
+  std::optional<GrpcUserTrainingService> UserService;
 };
 
 /// Training over gRPC: the compiler serves CompilerService. Each evaluate()

@@ -30,6 +30,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <future>
+#include <grpcpp/generic/generic_stub.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <thread>
@@ -680,9 +681,328 @@ TEST(GrpcCompilerServer, AddressInUseIsAnError) {
                   "cannot listen on " + First->address());
   EXPECT_CONTAINS(errorText(GrpcCompilerServer::create(
                       features(), advice(),
-                      GrpcCompilerServerOptions{
-                          "no-port", 1s, 1s, DefaultGrpcMaxMessageBytes, ""})),
+                      GrpcCompilerServerOptions{"no-port", 1s, 1s,
+                                                DefaultGrpcMaxMessageBytes, "",
+                                                std::nullopt})),
                   "is not host:port");
+}
+
+// -- training with the user's own service (GrpcUserTrainingService) --------
+
+namespace ut = mlbridge::unittest;
+
+constexpr const char *EnvObserve = "/mlbridge.unittest.InlinerEnv/Observe";
+constexpr const char *EnvAct = "/mlbridge.unittest.InlinerEnv/Act";
+constexpr const char *EnvStep = "/mlbridge.unittest.InlinerEnv/Step";
+
+GrpcUserTrainingService envService() {
+  GrpcUserTrainingService U;
+  U.ObserveMethod = EnvObserve;
+  U.ActMethod = EnvAct;
+  U.StepMethod = EnvStep;
+  U.Observation = ut::InlinerObservation::descriptor();
+  U.Action = ut::InlinerAction::descriptor();
+  U.DoneField = "done";
+  U.ContextField = "function";
+  U.IdField = "step";
+  return U;
+}
+
+GrpcCompilerServerOptions envOptions(GrpcUserTrainingService U) {
+  GrpcCompilerServerOptions O;
+  O.Timeout = 20s;
+  O.EndTimeout = 20s;
+  O.UserService = std::move(U);
+  return O;
+}
+
+/// A trainer written against the user's proto alone: unary calls through
+/// grpc::GenericStub with the generated messages, each with a deadline.
+class EnvTrainer {
+public:
+  explicit EnvTrainer(const std::string &Address)
+      : Channel(
+            grpc::CreateChannel(Address, grpc::InsecureChannelCredentials())),
+        Stub(Channel) {}
+
+  /// Calls \p Method with \p Request's bytes; fills \p Reply if given.
+  grpc::Status callBytes(const std::string &Method, const std::string &Request,
+                         google::protobuf::Message *Reply,
+                         std::chrono::milliseconds Deadline = 20s) {
+    grpc::Slice Slice(Request);
+    grpc::ByteBuffer Req(&Slice, 1), Rep;
+    grpc::ClientContext Ctx;
+    Ctx.set_deadline(std::chrono::system_clock::now() + Deadline);
+    grpc::CompletionQueue CQ;
+    auto Call = Stub.PrepareUnaryCall(&Ctx, Method, Req, &CQ);
+    Call->StartCall();
+    grpc::Status S;
+    static char Tag;
+    Call->Finish(&Rep, &S, &Tag);
+    void *Got = nullptr;
+    bool Ok = false;
+    if (!CQ.Next(&Got, &Ok))
+      S = grpc::Status(grpc::StatusCode::INTERNAL, "queue ended");
+    CQ.Shutdown();
+    while (CQ.Next(&Got, &Ok))
+      ;
+    if (S.ok() && Reply) {
+      std::vector<grpc::Slice> Slices;
+      std::string Bytes;
+      if (Rep.Dump(&Slices).ok())
+        for (const grpc::Slice &Sl : Slices)
+          Bytes.append(reinterpret_cast<const char *>(Sl.begin()), Sl.size());
+      if (!Reply->ParseFromString(Bytes))
+        S = grpc::Status(grpc::StatusCode::DATA_LOSS, "unparsable reply");
+    }
+    return S;
+  }
+  grpc::Status call(const std::string &Method,
+                    const google::protobuf::Message &Request,
+                    google::protobuf::Message *Reply,
+                    std::chrono::milliseconds Deadline = 20s) {
+    return callBytes(Method, Request.SerializeAsString(), Reply, Deadline);
+  }
+
+  std::shared_ptr<grpc::Channel> Channel;
+  grpc::GenericStub Stub;
+};
+
+ut::InlinerAction action(int64_t Y, int64_t Step) {
+  ut::InlinerAction A;
+  A.set_y(Y);
+  A.set_step(Step);
+  return A;
+}
+
+/// What a trainer saw of one observation.
+struct Seen {
+  int64_t Step, X;
+  int V;
+  std::string Function, Name;
+  bool operator==(const Seen &O) const {
+    return Step == O.Step && X == O.X && V == O.V && Function == O.Function &&
+           Name == O.Name;
+  }
+};
+
+/// The compiler side of an episode: \p Rounds decisions, each advice
+/// checked against the trainers' rule x * 3 + step.
+void runEpisode(GrpcCompilerServer &S, int64_t Rounds) {
+  for (int64_t I = 0; I < Rounds; ++I) {
+    S.setContext("fn" + std::to_string(I));
+    MLB_ASSERT_OK(decide(S, 5 * I, std::vector<float>(I % 3, 1.0f)));
+    Expected<int64_t> Y = S.evaluate<int64_t>();
+    ASSERT_TRUE(!!Y) << errorText(Y.takeError());
+    EXPECT_EQ(*Y, 15 * I + I) << "round " << I; // x * 3 + step
+  }
+  S.finish();
+}
+
+std::vector<Seen> expectedSeen(int64_t Rounds) {
+  std::vector<Seen> Out;
+  for (int64_t I = 0; I < Rounds; ++I)
+    Out.push_back(
+        {I, 5 * I, static_cast<int>(I % 3), "fn" + std::to_string(I), "f"});
+  return Out;
+}
+
+Seen seen(const ut::InlinerObservation &O) {
+  return {O.step(), O.x(), O.v_size(), O.function(), O.name()};
+}
+
+TEST(GrpcUserTraining, TrainerDrivesAnEpisodeWithObserveAndAct) {
+  MLB_ASSERT_VALUE(S, GrpcCompilerServer::create(features(), advice(),
+                                                 envOptions(envService())));
+  auto Trainer = std::async(std::launch::async, [Address = S->address()] {
+    EnvTrainer T(Address);
+    std::vector<Seen> Got;
+    while (true) {
+      ut::InlinerObservation O;
+      grpc::Status St = T.call(EnvObserve, ut::Empty(), &O);
+      if (!St.ok() || O.done())
+        break;
+      // Observe again before acting: the same observation.
+      ut::InlinerObservation Again;
+      if (!T.call(EnvObserve, ut::Empty(), &Again).ok() ||
+          Again.SerializeAsString() != O.SerializeAsString())
+        break;
+      Got.push_back(seen(O));
+      if (!T.call(EnvAct, action(O.x() * 3 + O.step(), O.step()), nullptr).ok())
+        break;
+    }
+    return Got;
+  });
+  runEpisode(*S, 12);
+  ASSERT_EQ(Trainer.wait_for(60s), std::future_status::ready);
+  EXPECT_EQ(Trainer.get(), expectedSeen(12));
+}
+
+TEST(GrpcUserTraining, StepOnlyWithoutDoneFieldEndsWithOutOfRange) {
+  GrpcUserTrainingService U = envService();
+  U.ObserveMethod.clear();
+  U.ActMethod.clear();
+  U.DoneField.clear();
+  MLB_ASSERT_VALUE(
+      S, GrpcCompilerServer::create(features(), advice(), envOptions(U)));
+  auto Trainer = std::async(std::launch::async, [Address = S->address()] {
+    EnvTrainer T(Address);
+    std::vector<Seen> Got;
+    ut::InlinerObservation O;
+    // An action without y only observes: the start of the episode.
+    grpc::Status St = T.call(EnvStep, ut::InlinerAction(), &O);
+    while (St.ok()) {
+      Got.push_back(seen(O));
+      ut::InlinerObservation Next;
+      St = T.call(EnvStep, action(O.x() * 3 + O.step(), O.step()), &Next);
+      O = Next;
+    }
+    return std::make_pair(Got, St);
+  });
+  runEpisode(*S, 7);
+  ASSERT_EQ(Trainer.wait_for(60s), std::future_status::ready);
+  auto [Got, End] = Trainer.get();
+  EXPECT_EQ(Got, expectedSeen(7));
+  EXPECT_EQ(End.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_CONTAINS(End.error_message(), "the episode is over");
+}
+
+TEST(GrpcUserTraining, BadCallsAreRefusedWithTheirReason) {
+  GrpcCompilerServerOptions O = envOptions(envService());
+  O.EndTimeout = 100ms; // the trainer below does not wait for the end
+  MLB_ASSERT_VALUE(S, GrpcCompilerServer::create(features(), advice(), O));
+  EnvTrainer T(S->address());
+  // Before any observation.
+  grpc::Status St = T.call(EnvAct, action(1, 0), nullptr);
+  EXPECT_EQ(St.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_CONTAINS(St.error_message(), std::string("no observation waits for "
+                                                  "an action (call ") +
+                                          EnvObserve + " first)");
+  auto Trainer = std::async(std::launch::async, [&] {
+    std::vector<grpc::Status> Out;
+    ut::InlinerObservation O;
+    Out.push_back(T.call(EnvObserve, ut::Empty(), &O));
+    Out.push_back(
+        T.call("/mlbridge.unittest.InlinerEnv/Observ", ut::Empty(), nullptr));
+    Out.push_back(T.callBytes(EnvAct, "\xff\xff\xff", nullptr));
+    ut::InlinerAction NoAdvice;
+    NoAdvice.set_step(O.step());
+    Out.push_back(T.call(EnvAct, NoAdvice, nullptr));
+    Out.push_back(T.call(EnvAct, action(1, 7), nullptr));
+    // Still pending: a proper answer goes through.
+    Out.push_back(T.call(EnvAct, action(42, O.step()), nullptr));
+    return Out;
+  });
+  MLB_ASSERT_OK(decide(*S, 1, {}));
+  Expected<int64_t> Y = S->evaluate<int64_t>();
+  ASSERT_TRUE(!!Y) << errorText(Y.takeError());
+  EXPECT_EQ(*Y, 42);
+  ASSERT_EQ(Trainer.wait_for(60s), std::future_status::ready);
+  std::vector<grpc::Status> Out = Trainer.get();
+  ASSERT_EQ(Out.size(), 6u);
+  EXPECT_TRUE(Out[0].ok()) << Out[0].error_message();
+  EXPECT_EQ(Out[1].error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_CONTAINS(Out[1].error_message(),
+                  std::string("this compiler serves ") + EnvObserve + ", " +
+                      EnvAct + ", " + EnvStep +
+                      ", not /mlbridge.unittest.InlinerEnv/Observ");
+  EXPECT_EQ(Out[2].error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_CONTAINS(Out[2].error_message(),
+                  "the request is not a valid mlbridge.unittest.InlinerAction");
+  EXPECT_EQ(Out[3].error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_CONTAINS(Out[3].error_message(),
+                  "has no advice: field 'mlbridge.unittest.InlinerAction.y' "
+                  "is not set");
+  EXPECT_EQ(Out[4].error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_CONTAINS(Out[4].error_message(),
+                  "the action is for observation 7 (field "
+                  "'mlbridge.unittest.InlinerAction.step'), the pending "
+                  "observation is 0");
+  EXPECT_TRUE(Out[5].ok()) << Out[5].error_message();
+}
+
+TEST(GrpcUserTraining, NoTrainerFailsWithinBound) {
+  GrpcCompilerServerOptions O = envOptions(envService());
+  O.Timeout = 500ms;
+  MLB_ASSERT_VALUE(S, GrpcCompilerServer::create(features(), advice(), O));
+  auto Start = std::chrono::steady_clock::now();
+  std::string Msg = errorText(S->evaluate<int64_t>());
+  EXPECT_LT(std::chrono::steady_clock::now() - Start, 10s);
+  EXPECT_CONTAINS(Msg, "gRPC compiler server at " + S->address() +
+                           ": no action (" + EnvAct + " or " + EnvStep +
+                           ") for observation 0 within 500 ms; no trainer "
+                           "has called this compiler");
+}
+
+TEST(GrpcUserTraining, TrainerGoneMidEpisodeFailsWithinBound) {
+  GrpcCompilerServerOptions O = envOptions(envService());
+  O.Timeout = 500ms;
+  O.EndTimeout = 100ms;
+  MLB_ASSERT_VALUE(S, GrpcCompilerServer::create(features(), advice(), O));
+  auto Trainer = std::async(std::launch::async, [Address = S->address()] {
+    // Takes the observation, then goes away without acting.
+    EnvTrainer T(Address);
+    ut::InlinerObservation Obs;
+    return T.call(EnvObserve, ut::Empty(), &Obs);
+  });
+  MLB_ASSERT_OK(decide(*S, 1, {}));
+  auto Start = std::chrono::steady_clock::now();
+  std::string Msg = errorText(S->evaluate<int64_t>());
+  EXPECT_LT(std::chrono::steady_clock::now() - Start, 10s);
+  ASSERT_EQ(Trainer.wait_for(60s), std::future_status::ready);
+  EXPECT_TRUE(Trainer.get().ok());
+  EXPECT_CONTAINS(Msg, "no action (" + std::string(EnvAct) + " or " + EnvStep +
+                           ") for observation 0 within 500 ms; the trainer's "
+                           "last call was " +
+                           EnvObserve);
+}
+
+TEST(GrpcUserTraining, MismatchedServicesAreErrorsInCreate) {
+  auto CreateErr = [&](GrpcUserTrainingService U,
+                       TensorSpec A = createSpec<int64_t>("y", {1})) {
+    return errorText(GrpcCompilerServer::create(features(), std::move(A),
+                                                envOptions(std::move(U))));
+  };
+  GrpcUserTrainingService U = envService();
+  U.ActMethod = "Act";
+  EXPECT_CONTAINS(CreateErr(U),
+                  "method name 'Act' is not /package.Service/Method");
+  U = envService();
+  U.ObserveMethod.clear();
+  U.StepMethod.clear();
+  EXPECT_CONTAINS(CreateErr(U), "needs an Observe or a Step method");
+  U = envService();
+  U.Action = nullptr;
+  EXPECT_CONTAINS(CreateErr(U), "the user's action message type is not set");
+  U = envService();
+  U.Observation = ut::InlinerRequest::descriptor();
+  U.DoneField.clear();
+  U.ContextField.clear();
+  U.IdField.clear();
+  U.DoneField = "unused";
+  EXPECT_CONTAINS(CreateErr(U),
+                  "DoneField 'unused': the observation message "
+                  "mlbridge.unittest.InlinerRequest has no singular bool "
+                  "field of that name");
+  U = envService();
+  U.Observation = ut::InlinerAction::descriptor();
+  U.DoneField.clear();
+  U.ContextField.clear();
+  EXPECT_CONTAINS(CreateErr(U), "the observation message "
+                                "mlbridge.unittest.InlinerAction has no "
+                                "field 'x' for feature 'x'");
+  U = envService();
+  EXPECT_CONTAINS(CreateErr(U, createSpec<float>("y", {1})),
+                  "field 'mlbridge.unittest.InlinerAction.y' holds int64_t, "
+                  "advice 'y' is float");
+  // Step alone must tell "observe only" from an action: 'x' is plain int64.
+  U = envService();
+  U.ObserveMethod.clear();
+  U.Action = ut::InlinerObservation::descriptor();
+  U.IdField.clear();
+  EXPECT_CONTAINS(CreateErr(U, createSpec<int64_t>("x", {1})),
+                  "cannot be told unset from 0: declare it 'optional', or "
+                  "serve an Observe method");
 }
 
 } // namespace
