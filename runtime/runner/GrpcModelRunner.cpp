@@ -213,17 +213,23 @@ checkUserField(const google::protobuf::Descriptor &Type, StringRef Role,
   return F;
 }
 
-/// Checks \p M against the specs; on success returns the call state.
-static Expected<std::unique_ptr<UserMethodCall>>
-makeUserMethodCall(const GrpcUserMethod &M, ArrayRef<TensorSpec> Features,
-                   const TensorSpec &Advice) {
-  StringRef Name = M.Method;
+/// Checks that \p Name is `/package.Service/Method`.
+static Error checkMethodName(StringRef Name) {
   auto [Service, Method] = Name.drop_front().split('/');
   if (!Name.starts_with("/") || Service.empty() || Method.empty() ||
       Method.contains('/'))
     return createStringError(inconvertibleErrorCode(),
                              "method name '%s' is not /package.Service/Method",
-                             M.Method.c_str());
+                             Name.str().c_str());
+  return Error::success();
+}
+
+/// Checks \p M against the specs; on success returns the call state.
+static Expected<std::unique_ptr<UserMethodCall>>
+makeUserMethodCall(const GrpcUserMethod &M, ArrayRef<TensorSpec> Features,
+                   const TensorSpec &Advice) {
+  if (Error E = checkMethodName(M.Method))
+    return std::move(E);
   if (!M.Request || !M.Response)
     return createStringError(
         inconvertibleErrorCode(), "%s: the %s message type is not set",
@@ -574,17 +580,6 @@ private:
 //===----------------------------------------------------------------------===//
 // GrpcCompilerServer over a user's own service (GrpcUserTrainingService)
 //===----------------------------------------------------------------------===//
-
-/// Checks that \p Name is `/package.Service/Method`.
-static Error checkMethodName(StringRef Name) {
-  auto [Service, Method] = Name.drop_front().split('/');
-  if (!Name.starts_with("/") || Service.empty() || Method.empty() ||
-      Method.contains('/'))
-    return createStringError(inconvertibleErrorCode(),
-                             "method name '%s' is not /package.Service/Method",
-                             Name.str().c_str());
-  return Error::success();
-}
 
 static std::string bufferBytes(const grpc::ByteBuffer &B) {
   std::vector<grpc::Slice> Slices;
