@@ -7,6 +7,7 @@ arguments and a function that runs it. Add a command by appending to :data:`COMM
 from __future__ import annotations
 
 import argparse
+import importlib
 import shlex
 import shutil
 import subprocess
@@ -273,37 +274,29 @@ def _run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- models (mlbridge/models/cli.py) ---------------------------------------------------
+def _lazy(
+    module: str,
+) -> tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]:
+    """``add_arguments`` and ``run`` of a command whose code lives in ``module``.
+
+    The module (``mlbridge.<x>.cli``, with an ``add_arguments(parser)`` and a
+    ``run(args)``) is imported only when the command is used, so that ``mlbridge
+    --help`` and the other commands do not pay for its imports (onnx, TensorFlow
+    helpers, llvmlite).
+    """
+
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        importlib.import_module(module).add_arguments(p)
+
+    def run(args: argparse.Namespace) -> int:
+        return int(importlib.import_module(module).run(args))
+
+    return add_arguments, run
 
 
-def _add_models_arguments(p: argparse.ArgumentParser) -> None:
-    from mlbridge.models.cli import add_arguments
-
-    add_arguments(p)
-
-
-def _run_models(args: argparse.Namespace) -> int:
-    from mlbridge.models.cli import run
-
-    return run(args)
-
-
-# -- aot (mlbridge/aot/cli.py) ---------------------------------------------------------
-
-
-def _add_aot_arguments(p: argparse.ArgumentParser) -> None:
-    from mlbridge.aot.cli import add_arguments
-
-    add_arguments(p)
-
-
-def _run_aot(args: argparse.Namespace) -> int:
-    from mlbridge.aot.cli import run
-
-    return run(args)
-
-
-# -- end aot ----------------------------------------------------------------------------
+def _lazy_command(name: str, module: str, help: str, description: str) -> Command:
+    add_arguments, run = _lazy(module)
+    return Command(name, help, description, add_arguments, run)
 
 
 COMMANDS: list[Command] = [
@@ -340,22 +333,19 @@ COMMANDS: list[Command] = [
         add_arguments=_add_serve_arguments,
         run=_run_serve,
     ),
-    # -- models (mlbridge/models/cli.py) --
-    Command(
-        name="models",
+    _lazy_command(
+        "models",
+        "mlbridge.models.cli",
         help="list, register, show, locate, remove and check registered models",
         description=(
             "The model registry (docs/models.md): ONNX models and TF AOT shared objects "
             "kept under a name with their tensor specs, so that a plugin option can name "
             "a model instead of a path."
         ),
-        add_arguments=_add_models_arguments,
-        run=_run_models,
     ),
-    # -- end models --
-    # -- aot (mlbridge/aot/cli.py) --
-    Command(
-        name="aot",
+    _lazy_command(
+        "aot",
+        "mlbridge.aot.cli",
         help="compile a TensorFlow SavedModel ahead of time (shared object + linkable library)",
         description=(
             "Compile a SavedModel signature with TensorFlow's saved_model_cli aot_compile_cpu "
@@ -365,31 +355,10 @@ COMMANDS: list[Command] = [
             "$MLBRIDGE_TF_PYTHON, <checkout>/.deps/tf-venv, or one created in "
             "$MLBRIDGE_CACHE_DIR or ~/.cache/mlbridge). See docs/tfaot.md."
         ),
-        add_arguments=_add_aot_arguments,
-        run=_run_aot,
     ),
-    # -- end aot --
-]
-
-
-# -- corpus (mlbridge/corpus/cli.py) ---------------------------------------------------
-
-
-def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
-    from mlbridge.corpus.cli import add_arguments
-
-    add_arguments(p)
-
-
-def _run_corpus(args: argparse.Namespace) -> int:
-    from mlbridge.corpus.cli import run
-
-    return run(args)
-
-
-COMMANDS.append(
-    Command(
-        name="corpus",
+    _lazy_command(
+        "corpus",
+        "mlbridge.corpus.cli",
         help="fetch, build (cached) and describe the C corpus of LLVM 22 bitcode",
         description=(
             "The corpus (docs/corpus.md): open-source C projects pinned in "
@@ -397,40 +366,17 @@ COMMANDS.append(
             "into bitcode modules, with a manifest of per-module statistics and a "
             "train/heldout split by project."
         ),
-        add_arguments=_add_corpus_arguments,
-        run=_run_corpus,
-    )
-)
-# -- end corpus -----------------------------------------------------------------------
-
-# -- train (mlbridge/train/cli.py) ----------------------------------------------------
-
-
-def _add_train_arguments(p: argparse.ArgumentParser) -> None:
-    from mlbridge.train.cli import add_arguments
-
-    add_arguments(p)
-
-
-def _run_train(args: argparse.Namespace) -> int:
-    from mlbridge.train.cli import run
-
-    return run(args)
-
-
-COMMANDS.append(
-    Command(
-        name="train",
+    ),
+    _lazy_command(
+        "train",
+        "mlbridge.train.cli",
         help="train a pass's policy on the corpus (inliner: code size against stock -Oz)",
         description=(
             "Train the policies mlbridge's passes ship with, against the real compiler: "
             "'mlbridge train inliner' (docs/inliner.md)."
         ),
-        add_arguments=_add_train_arguments,
-        run=_run_train,
-    )
-)
-# -- end train ------------------------------------------------------------------------
+    ),
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

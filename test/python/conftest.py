@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,3 +19,39 @@ LLVM_FIXTURE = VECTORS / "llvm22" / "llvm22-opt-inliner-interactive.rawlog"
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+def build_dir() -> Path:
+    """The build folder the tests use: ``$MLBRIDGE_BUILD_DIR`` or ``<repo>/build``."""
+    env = os.environ.get("MLBRIDGE_BUILD_DIR")
+    return Path(env) if env else REPO / "build"
+
+
+def built(relative: str) -> Path:
+    """A file ``make build`` makes (e.g. ``bin/mlbridge-grpc-tool``); a missing one fails
+    the test (never a skip)."""
+    path = build_dir() / relative
+    if not path.is_file():
+        pytest.fail(
+            f"{path} is not built: run `make build` (or `mlbridge build`) first, or point "
+            "MLBRIDGE_BUILD_DIR at a build folder that has it",
+            pytrace=False,
+        )
+    return path
+
+
+def compile_to_bitcode(source: Path, out: Path) -> Path:
+    """``clang-22 -O2 -Xclang -disable-llvm-passes``: bitcode the inliner has work in."""
+    subprocess.run(
+        ["clang-22", "-O2", "-Xclang", "-disable-llvm-passes", "-emit-llvm", "-c",
+         str(source), "-o", str(out)],
+        check=True,
+    )  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="session")
+def inline_sample_bc(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """test/vectors/llvm22/inline-sample.c as bitcode (calls with known inlining)."""
+    out = tmp_path_factory.mktemp("inline-sample") / "inline-sample.bc"
+    return compile_to_bitcode(VECTORS / "llvm22" / "inline-sample.c", out)

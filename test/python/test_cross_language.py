@@ -11,7 +11,6 @@ Records use the exact description of ``test/vectors/cases.json``. The build fold
 ``$MLBRIDGE_BUILD_DIR`` or ``<repo>/build``. A missing tool is a failure, never a skip.
 """
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 from _strategies import streams
-from conftest import REPO, VECTORS
+from conftest import VECTORS, built
 from hypothesis import HealthCheck, given, settings
 
 from mlbridge.serdes import SERDES_NAMES, get_serdes
@@ -31,21 +30,9 @@ import generate  # noqa: E402
 TOOL_NAME = "mlbridge-serdes-tool"
 
 
-def build_dir() -> Path:
-    env = os.environ.get("MLBRIDGE_BUILD_DIR")
-    return Path(env) if env else REPO / "build"
-
-
 @pytest.fixture(scope="module")
 def tool() -> Path:
-    path = build_dir() / "bin" / TOOL_NAME
-    if not os.access(path, os.X_OK):
-        pytest.fail(
-            f"{path} is not built: run `make build` (or `mlbridge build`) first, or point "
-            "MLBRIDGE_BUILD_DIR at a build folder that has it",
-            pytrace=False,
-        )
-    return path
+    return built(f"bin/{TOOL_NAME}")
 
 
 def run_tool(tool: Path, command: str, serdes: str, data: bytes) -> bytes:

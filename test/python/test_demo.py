@@ -2,46 +2,23 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import built
 
 from mlbridge.demo import DemoError, _table, compile_module, run_demo
 from mlbridge.train.linear_policy import LinearPolicy
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE_C = REPO / "test" / "vectors" / "llvm22" / "inline-sample.c"
-
 
 @pytest.fixture(scope="module")
 def plugin() -> Path:
-    env = os.environ.get("MLBRIDGE_BUILD_DIR")
-    path = (Path(env) if env else REPO / "build") / "lib" / "MLBridgeLLVMPlugin.so"
-    if not path.is_file():
-        pytest.fail(f"{path} is not built: run `make build` first", pytrace=False)
-    return path
+    return built("lib/MLBridgeLLVMPlugin.so")
 
 
 @pytest.fixture(scope="module")
-def sample_bc(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("demo") / "inline-sample.bc"
-    subprocess.run(
-        [
-            "clang-22",
-            "-O2",
-            "-Xclang",
-            "-disable-llvm-passes",
-            "-emit-llvm",
-            "-c",
-            str(SAMPLE_C),
-            "-o",
-            str(out),
-        ],
-        check=True,
-    )
-    return out
+def sample_bc(inline_sample_bc: Path) -> Path:
+    return inline_sample_bc
 
 
 def test_never_inlining_model_is_larger_than_stock(plugin: Path, sample_bc: Path, tmp_path: Path):

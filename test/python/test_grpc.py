@@ -8,7 +8,6 @@ failure, never a skip. Every wait is bounded; nothing asserts on speed.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from typing import Any
 import grpc
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, built
 
 from mlbridge import Tensor
 from mlbridge.compiler.grpc import (
@@ -43,15 +42,7 @@ BOUND = 60  # seconds; never reached when green
 
 @pytest.fixture(scope="module")
 def tool() -> Path:
-    env = os.environ.get("MLBRIDGE_BUILD_DIR")
-    path = (Path(env) if env else REPO / "build") / "bin" / TOOL_NAME
-    if not os.access(path, os.X_OK):
-        pytest.fail(
-            f"{path} is not built: run `make build` (or `mlbridge build`) first, or point "
-            "MLBRIDGE_BUILD_DIR at a build folder that has it",
-            pytrace=False,
-        )
-    return path
+    return built(f"bin/{TOOL_NAME}")
 
 
 def decisions(stdout: str) -> list[dict[str, int]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import REPO
+from conftest import REPO, built
 from grpc_tools import protoc
 
 from mlbridge.compiler.grpc import wait_for_ready_file
@@ -35,15 +34,7 @@ BOUND = 60  # seconds; never reached when green
 
 @pytest.fixture(scope="module")
 def tool() -> Path:
-    env = os.environ.get("MLBRIDGE_BUILD_DIR")
-    path = (Path(env) if env else REPO / "build") / "bin" / TOOL_NAME
-    if not os.access(path, os.X_OK):
-        pytest.fail(
-            f"{path} is not built: run `make build` (or `mlbridge build`) first, or point "
-            "MLBRIDGE_BUILD_DIR at a build folder that has it",
-            pytrace=False,
-        )
-    return path
+    return built(f"bin/{TOOL_NAME}")
 
 
 class Generated:

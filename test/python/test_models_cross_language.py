@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import REPO
+from conftest import built
 from onnx import TensorProto, helper
 from test_models import make_onnx, shared_object, write_sidecar  # noqa: F401 - a fixture
 
@@ -29,15 +29,7 @@ TOOL_NAME = "mlbridge-model-tool"
 
 @pytest.fixture(scope="module")
 def tool() -> Path:
-    env = os.environ.get("MLBRIDGE_BUILD_DIR")
-    path = (Path(env) if env else REPO / "build") / "bin" / TOOL_NAME
-    if not os.access(path, os.X_OK):
-        pytest.fail(
-            f"{path} is not built: run `make build` (or `mlbridge build`) first, or point "
-            "MLBRIDGE_BUILD_DIR at a build folder that has it",
-            pytrace=False,
-        )
-    return path
+    return built(f"bin/{TOOL_NAME}")
 
 
 def run_tool(tool: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -12,29 +11,12 @@ import pytest
 from mlbridge.train.inliner import ESConfig, evaluate_policy, stock_text_size, train_inliner
 from mlbridge.train.linear_policy import DEFAULT_FEATURE, LinearPolicy, signed_log
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE_C = REPO / "test" / "vectors" / "llvm22" / "inline-sample.c"
 FEATURES = ["callee_basic_block_count", "cost_estimate", "callsite_height", DEFAULT_FEATURE]
 
 
 @pytest.fixture(scope="module")
-def sample_bc(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("train") / "inline-sample.bc"
-    subprocess.run(
-        [
-            "clang-22",
-            "-O2",
-            "-Xclang",
-            "-disable-llvm-passes",
-            "-emit-llvm",
-            "-c",
-            str(SAMPLE_C),
-            "-o",
-            str(out),
-        ],
-        check=True,
-    )
-    return out
+def sample_bc(inline_sample_bc: Path) -> Path:
+    return inline_sample_bc
 
 
 def random_observations(n: int, seed: int = 1) -> list[dict[str, np.ndarray]]:
