@@ -10,7 +10,9 @@ configuration's total is the sum over modules:
 - the mlbridge plugin's ML inline advisor on the built-in model in-process, through
   ONNX Runtime (``-mlbridge-inline-model=<model>.onnx``);
 - the same policy as a Python process answering over the pipe runner
-  (``-mlbridge-inline-runner=pipe``; the time includes the Python side's work);
+  (``-mlbridge-inline-runner=pipe``; the time includes the Python side's work), which
+  also counts how often the policy agrees with LLVM's own decision (``inlining_default``);
+- a model that never inlines (ONNX), the lower bar for size;
 - the same policy compiled ahead of time by TensorFlow (``mlbridge aot``, loaded by the
   TF AOT runner from its shared object); ``--no-tfaot`` leaves it out.
 
@@ -48,6 +50,21 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The issue's targets (reported, never asserted).
 TARGET_IN_PROCESS = 1.10
 TARGET_PIPE = 3.0
+
+
+@dataclass
+class AgreementCounter:
+    """Wraps a policy; counts its decisions and those equal to LLVM's default."""
+
+    policy: Callable[[Any], int]
+    decisions: int = 0
+    agreements: int = 0
+
+    def __call__(self, obs: Any) -> int:
+        advice = self.policy(obs)
+        self.decisions += 1
+        self.agreements += int(advice == int(obs["inlining_default"][0]))
+        return advice
 
 
 @dataclass
@@ -173,20 +190,35 @@ def main(argv: Sequence[str] | None = None) -> int:
                     target=TARGET_IN_PROCESS,
                 )
             )
+        counter = AgreementCounter(policy)
         configs.append(
             Config(
                 f"ML advisor, Python over a pipe ({builtin.name})",
                 [*ml, "-mlbridge-inline-runner=pipe", "-mlbridge-inline-channel={base}"],
-                policy=policy,
+                policy=counter,
                 target=TARGET_PIPE,
             )
         )
+        never = Path(tmp) / "never.onnx"
+        LinearPolicy(["inlining_default"], [0.0], -1.0).to_onnx(never)
+        configs.append(
+            Config(
+                "ML advisor, a model that never inlines", [*ml, f"-mlbridge-inline-model={never}"]
+            )
+        )
         measure(modules, configs, reps, args.timeout)
-    sizes = {c.name: c.text_bytes for c in configs[1:]}
+    # The pipe configuration ran reps + 1 times per module (timed runs, then the size).
+    runs = reps + 1
+    agreement = counter.agreements / counter.decisions if counter.decisions else 0.0
+    sizes = {c.name: c.text_bytes for c in configs[1:-1]}
     if len(set(sizes.values())) != 1:
         print(f"inliner_compile: runners of one policy disagree: {sizes}", file=sys.stderr)
         return 1
     table = markdown(configs, len(modules), reps)
+    table += (
+        f"\n{builtin.name} agrees with LLVM's default decision on {agreement * 100:.1f}% of "
+        f"{counter.decisions // runs} inlining decisions.\n"
+    )
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = "smoke-" if args.smoke else ""
@@ -195,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": {"node": platform.node(), "python": platform.python_version()},
         "modules": [str(m) for m in modules],
         "reps": reps,
+        "agreement_with_default": agreement,
+        "decisions": counter.decisions // runs,
         "configurations": [
             {"name": c.name, "seconds": c.seconds, "text_bytes": c.text_bytes, "target": c.target}
             for c in configs
