@@ -222,6 +222,65 @@ mlbridge_status mlbridge_runner_create_grpc(
     mlbridge_runner **out);
 
 /**
+ * Creates a runner that runs an ONNX model in this process (ONNX Runtime,
+ * docs/onnx.md). `model_path` is the .onnx file. Every model input is fed by
+ * the feature of the same name (features the model does not read are not
+ * fed); the advice is the model output named like `advice`, or the only
+ * output. `intra_op_threads` is the number of threads ONNX Runtime may use
+ * inside one evaluation: 0 for the default (1: no thread pool), else >= 1.
+ * Bad specs or a negative thread count are MLBRIDGE_ERROR_INVALID_ARGUMENT.
+ * A model that cannot be loaded (no such file, not an ONNX model, too old an
+ * ONNX Runtime) or that does not fit the specs is MLBRIDGE_ERROR_MODEL; the
+ * message names the file and lists every difference. Always declared; a
+ * library built without ONNX Runtime (MLBRIDGE_ENABLE_ONNX off) returns
+ * MLBRIDGE_ERROR_UNSUPPORTED ("... built without ONNX Runtime"). On success
+ * `*out` owns the runner (free it with mlbridge_runner_destroy()).
+ */
+mlbridge_status mlbridge_runner_create_onnx(
+    const mlbridge_tensor_spec *features, size_t num_features,
+    const mlbridge_tensor_spec *advice, const char *model_path,
+    int32_t intra_op_threads, mlbridge_runner **out);
+
+/**
+ * Creates a runner that runs a TensorFlow model compiled ahead of time by
+ * `mlbridge aot` (docs/tfaot.md), loaded from its shared object
+ * `shared_object_path` (`<name>.so`). Model inputs are bound to the features
+ * by name, as for mlbridge_runner_create_onnx(); the advice is the model
+ * output named like `advice`. Bad specs are MLBRIDGE_ERROR_INVALID_ARGUMENT.
+ * A file that cannot be opened, is not an mlbridge AOT model or has another
+ * ABI version, or a model that does not fit the specs, is
+ * MLBRIDGE_ERROR_MODEL, whose message names the file (or the model) and lists
+ * every difference. Always declared; a library built without TF AOT support
+ * (MLBRIDGE_ENABLE_TF_AOT off) returns MLBRIDGE_ERROR_UNSUPPORTED ("... built
+ * without TF AOT support"). On success `*out` owns the runner (free it with
+ * mlbridge_runner_destroy()).
+ */
+mlbridge_status mlbridge_runner_create_tfaot(
+    const mlbridge_tensor_spec *features, size_t num_features,
+    const mlbridge_tensor_spec *advice, const char *shared_object_path,
+    mlbridge_runner **out);
+
+/**
+ * Creates an in-process runner for a model found by registered name or by
+ * path (docs/models.md): `name_or_path` with a '/' is a path; otherwise it is
+ * a name registered with `mlbridge models register` in `registry_dir`
+ * (NULL or "" for the default: $MLBRIDGE_MODEL_REGISTRY, else
+ * $XDG_DATA_HOME/mlbridge/models, else ~/.local/share/mlbridge/models), or
+ * an existing file. The model's kind
+ * picks the runner: an ONNX model as mlbridge_runner_create_onnx() with
+ * default options, a TF AOT shared object as mlbridge_runner_create_tfaot().
+ * A name that is neither registered nor a model file (the message names the
+ * registry searched and lists its models) is MLBRIDGE_ERROR_INVALID_ARGUMENT;
+ * the model's own failures are those of the runner it needs, including
+ * MLBRIDGE_ERROR_UNSUPPORTED when this library lacks that runner. On success
+ * `*out` owns the runner (free it with mlbridge_runner_destroy()).
+ */
+mlbridge_status mlbridge_runner_create_model(
+    const mlbridge_tensor_spec *features, size_t num_features,
+    const mlbridge_tensor_spec *advice, const char *name_or_path,
+    const char *registry_dir, mlbridge_runner **out);
+
+/**
  * Tells the model what the next evaluations are about (e.g. the function
  * name): the pipe runner sends a context record, the gRPC runner sends it
  * with each following Evaluate call, other runners ignore it.

@@ -14,9 +14,16 @@
 #include "mlbridge/mlbridge.h"
 
 #include "mlbridge/MLModelRunner.h"
+#include "mlbridge/ModelRegistry.h"
 #include "mlbridge/PipeModelRunner.h"
 #ifdef MLBRIDGE_HAVE_GRPC
 #include "mlbridge/GrpcModelRunner.h"
+#endif
+#ifdef MLBRIDGE_HAVE_ONNX
+#include "mlbridge/OnnxModelRunner.h"
+#endif
+#ifdef MLBRIDGE_HAVE_TF_AOT
+#include "mlbridge/TFAOTModelRunner.h"
 #endif
 #include "mlbridge/SerDes/SerDes.h"
 
@@ -407,6 +414,159 @@ mlbridge_status mlbridge_runner_create_grpc(
   *Out = Handle.release();
   return MLBRIDGE_OK;
 #endif
+}
+
+/// The specs of an in-process runner's constructor \p Fn, after the checks
+/// every constructor makes; \p Path is the model argument.
+static mlbridge_status
+inProcessSpecs(const char *Fn, const mlbridge_tensor_spec *Features,
+               size_t NumFeatures, const mlbridge_tensor_spec *Advice,
+               const char *Path, std::vector<TensorSpec> &FeatureSpecs,
+               std::optional<TensorSpec> &AdviceSpec) {
+  if (!Advice || !Path || (NumFeatures && !Features))
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": null argument");
+  if (!*Path)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
+                Twine(Fn) + ": empty model path");
+  Expected<std::vector<TensorSpec>> Specs = toSpecs(Features, NumFeatures);
+  if (!Specs)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Specs.takeError());
+  Expected<TensorSpec> A = toSpec(Advice);
+  if (!A)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, A.takeError());
+  FeatureSpecs = std::move(*Specs);
+  AdviceSpec = std::move(*A);
+  return MLBRIDGE_OK;
+}
+
+/// Hands \p R to C in \p Out, or fails with MLBRIDGE_ERROR_MODEL: the specs
+/// were checked before, so what remains is the model's (file, format, fit).
+static mlbridge_status
+giveInProcessRunner(Expected<std::unique_ptr<MLModelRunner>> R,
+                    mlbridge_runner **Out) {
+  if (!R)
+    return fail(MLBRIDGE_ERROR_MODEL, R.takeError());
+  auto Handle = std::make_unique<mlbridge_runner>();
+  Handle->Runner = std::move(*R);
+  *Out = Handle.release();
+  return MLBRIDGE_OK;
+}
+
+static mlbridge_status createOnnx([[maybe_unused]] const char *Fn,
+                                  std::vector<TensorSpec> Features,
+                                  TensorSpec Advice, const char *ModelPath,
+                                  int32_t IntraOpThreads,
+                                  mlbridge_runner **Out) {
+#ifndef MLBRIDGE_HAVE_ONNX
+  (void)Features;
+  (void)Advice;
+  (void)ModelPath;
+  (void)IntraOpThreads;
+  (void)Out;
+  return fail(MLBRIDGE_ERROR_UNSUPPORTED,
+              Twine(Fn) + ": mlbridge was built without ONNX Runtime "
+                          "(configure with -DMLBRIDGE_ENABLE_ONNX=ON)");
+#else
+  OnnxRunnerOptions O;
+  if (IntraOpThreads)
+    O.IntraOpThreads = IntraOpThreads;
+  Expected<std::unique_ptr<OnnxModelRunner>> R = OnnxModelRunner::create(
+      ModelPath, std::move(Features), std::move(Advice), std::move(O));
+  if (!R)
+    return giveInProcessRunner(R.takeError(), Out);
+  return giveInProcessRunner(std::unique_ptr<MLModelRunner>(std::move(*R)),
+                             Out);
+#endif
+}
+
+static mlbridge_status createTFAOT([[maybe_unused]] const char *Fn,
+                                   std::vector<TensorSpec> Features,
+                                   TensorSpec Advice,
+                                   const char *SharedObjectPath,
+                                   mlbridge_runner **Out) {
+#ifndef MLBRIDGE_HAVE_TF_AOT
+  (void)Features;
+  (void)Advice;
+  (void)SharedObjectPath;
+  (void)Out;
+  return fail(MLBRIDGE_ERROR_UNSUPPORTED,
+              Twine(Fn) + ": mlbridge was built without TF AOT support "
+                          "(configure with -DMLBRIDGE_ENABLE_TF_AOT=ON)");
+#else
+  return giveInProcessRunner(TFAOTModelRunner::load(SharedObjectPath,
+                                                    std::move(Features),
+                                                    std::move(Advice)),
+                             Out);
+#endif
+}
+
+mlbridge_status mlbridge_runner_create_onnx(
+    const mlbridge_tensor_spec *Features, size_t NumFeatures,
+    const mlbridge_tensor_spec *Advice, const char *ModelPath,
+    int32_t IntraOpThreads, mlbridge_runner **Out) {
+  static const char Fn[] = "mlbridge_runner_create_onnx";
+  if (!Out)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": null argument");
+  *Out = nullptr;
+  std::vector<TensorSpec> Specs;
+  std::optional<TensorSpec> AdviceSpec;
+  if (mlbridge_status S = inProcessSpecs(Fn, Features, NumFeatures, Advice,
+                                         ModelPath, Specs, AdviceSpec))
+    return S;
+  if (IntraOpThreads < 0)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
+                Twine(Fn) +
+                    ": intra_op_threads must be 0 (the default) or "
+                    "positive, got " +
+                    Twine(IntraOpThreads));
+  return createOnnx(Fn, std::move(Specs), std::move(*AdviceSpec), ModelPath,
+                    IntraOpThreads, Out);
+}
+
+mlbridge_status mlbridge_runner_create_tfaot(
+    const mlbridge_tensor_spec *Features, size_t NumFeatures,
+    const mlbridge_tensor_spec *Advice, const char *SharedObjectPath,
+    mlbridge_runner **Out) {
+  static const char Fn[] = "mlbridge_runner_create_tfaot";
+  if (!Out)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": null argument");
+  *Out = nullptr;
+  std::vector<TensorSpec> Specs;
+  std::optional<TensorSpec> AdviceSpec;
+  if (mlbridge_status S = inProcessSpecs(Fn, Features, NumFeatures, Advice,
+                                         SharedObjectPath, Specs, AdviceSpec))
+    return S;
+  return createTFAOT(Fn, std::move(Specs), std::move(*AdviceSpec),
+                     SharedObjectPath, Out);
+}
+
+mlbridge_status mlbridge_runner_create_model(
+    const mlbridge_tensor_spec *Features, size_t NumFeatures,
+    const mlbridge_tensor_spec *Advice, const char *NameOrPath,
+    const char *RegistryDir, mlbridge_runner **Out) {
+  static const char Fn[] = "mlbridge_runner_create_model";
+  if (!Out)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": null argument");
+  *Out = nullptr;
+  std::vector<TensorSpec> Specs;
+  std::optional<TensorSpec> AdviceSpec;
+  if (mlbridge_status S = inProcessSpecs(Fn, Features, NumFeatures, Advice,
+                                         NameOrPath, Specs, AdviceSpec))
+    return S;
+  Expected<RegisteredModel> Model =
+      findModel(NameOrPath, RegistryDir ? RegistryDir : "");
+  if (!Model)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Model.takeError());
+  switch (Model->Kind) {
+  case ModelKind::Onnx:
+    return createOnnx(Fn, std::move(Specs), std::move(*AdviceSpec),
+                      Model->Path.c_str(), 0, Out);
+  case ModelKind::TFAOT:
+    return createTFAOT(Fn, std::move(Specs), std::move(*AdviceSpec),
+                       Model->Path.c_str(), Out);
+  }
+  return fail(MLBRIDGE_ERROR_MODEL,
+              Twine(Fn) + ": model '" + NameOrPath + "' has an unknown kind");
 }
 
 mlbridge_status mlbridge_runner_switch_context(mlbridge_runner *Runner,

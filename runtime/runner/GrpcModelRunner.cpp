@@ -229,7 +229,7 @@ static Expected<std::unique_ptr<UserMethodCall>>
 makeUserMethodCall(const GrpcUserMethod &M, ArrayRef<TensorSpec> Features,
                    const TensorSpec &Advice) {
   if (Error E = checkMethodName(M.Method))
-    return std::move(E);
+    return E;
   if (!M.Request || !M.Response)
     return createStringError(
         inconvertibleErrorCode(), "%s: the %s message type is not set",

@@ -466,6 +466,7 @@ static void testPipeRunnerWithoutModel(void) {
   rmdir(Dir);
 }
 
+#if defined(MLBRIDGE_HAVE_GRPC)
 /* A server's address from its ready file (written atomically by
    `mlbridge serve --ready-file`), waiting at most BoundSeconds and giving up
    early if the server exits. Returns false if there is none. */
@@ -488,6 +489,7 @@ static bool waitReadyFile(const char *Path, pid_t Pid, int BoundSeconds,
   }
   return false;
 }
+#endif
 
 /* The gRPC runner against a real model server:
    `python -m mlbridge serve test/unit/grpc_policies.py:affine --ready-file F`
@@ -591,6 +593,344 @@ static void testGrpcRunner(void) {
 #endif
 }
 
+/* Runs argv (argv[0] is searched in PATH) and waits at most BoundSeconds;
+   its exit code, or -1. */
+static int runBounded(char *const *Argv, int BoundSeconds) {
+  pid_t Pid = -1;
+  if (posix_spawnp(&Pid, Argv[0], NULL, NULL, Argv, environ) != 0)
+    return -1;
+  return waitBounded(Pid, BoundSeconds);
+}
+
+/* multi_input.onnx (test/unit/Inputs/onnx/make_models.py):
+   score = a + 10*b[0] + 100*b[1] + 1000*c, inputs declared as (c, a, b). The
+   features come in another order, with one the model does not read. */
+static const int64_t ScalarShape[] = {1};
+static const int64_t PairShape[] = {2};
+static const mlbridge_tensor_spec MultiFeatures[4] = {
+    {"a", MLBRIDGE_INT64, ScalarShape, 1},
+    {"unused", MLBRIDGE_INT32, ScalarShape, 1},
+    {"b", MLBRIDGE_FLOAT, PairShape, 1},
+    {"c", MLBRIDGE_DOUBLE, ScalarShape, 1}};
+static const mlbridge_tensor_spec MultiAdvice = {"score", MLBRIDGE_FLOAT,
+                                                 ScalarShape, 1};
+
+#if defined(MLBRIDGE_HAVE_ONNX)
+/* Evaluates the multi_input model for a few inputs; the number of exact
+   answers. */
+static int checkMultiInput(mlbridge_runner *R) {
+  int Right = 0;
+  for (int64_t I = 0; I < 3; ++I) {
+    int64_t A = I + 1;
+    int32_t Unused = 77;
+    float B[2] = {2.0f, (float)I};
+    double C = 0.5 * (double)I;
+    float Score = -1.0f;
+    if (mlbridge_runner_set_feature(R, "a", MLBRIDGE_INT64, &A, 1) ||
+        mlbridge_runner_set_feature(R, "unused", MLBRIDGE_INT32, &Unused, 1) ||
+        mlbridge_runner_set_feature(R, "b", MLBRIDGE_FLOAT, B, 2) ||
+        mlbridge_runner_set_feature(R, "c", MLBRIDGE_DOUBLE, &C, 1) ||
+        mlbridge_runner_evaluate_scalar(R, MLBRIDGE_FLOAT, &Score))
+      return Right;
+    Right += Score == (float)(A + 20 + 100 * I + 500 * I);
+  }
+  return Right;
+}
+#endif
+
+static void testOnnxRunner(void) {
+  mlbridge_runner *R = NULL;
+  CHECK(mlbridge_runner_create_onnx(MultiFeatures, 4, &MultiAdvice, NULL, 0,
+                                    &R) == MLBRIDGE_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(mlbridge_last_error(), "mlbridge_runner_create_onnx") != NULL);
+#ifndef MLBRIDGE_HAVE_ONNX
+  CHECK(mlbridge_runner_create_onnx(MultiFeatures, 4, &MultiAdvice,
+                                    "model.onnx", 0,
+                                    &R) == MLBRIDGE_ERROR_UNSUPPORTED);
+  CHECK(strstr(mlbridge_last_error(), "built without ONNX Runtime") != NULL);
+  CHECK(R == NULL);
+#else
+  char Path[4096];
+  snprintf(Path, sizeof(Path), "%s/multi_input.onnx",
+           MLBRIDGE_ONNX_TEST_MODELS);
+  CHECK(mlbridge_runner_create_onnx(MultiFeatures, 4, &MultiAdvice, Path, -1,
+                                    &R) == MLBRIDGE_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(mlbridge_last_error(), "intra_op_threads") != NULL);
+  CHECK(R == NULL);
+
+  /* 0 threads: the default; 2: a thread pool. Same answers. */
+  for (int32_t Threads = 0; Threads <= 2; Threads += 2) {
+    CHECK(mlbridge_runner_create_onnx(MultiFeatures, 4, &MultiAdvice, Path,
+                                      Threads, &R) == MLBRIDGE_OK);
+    if (!R)
+      continue;
+    CHECK(checkMultiInput(R) == 3);
+    int64_t Wrong = 0;
+    CHECK(mlbridge_runner_evaluate_scalar(R, MLBRIDGE_INT64, &Wrong) ==
+          MLBRIDGE_ERROR_TYPE_MISMATCH);
+    CHECK(mlbridge_runner_finish(R) == MLBRIDGE_OK); /* nothing to end */
+    CHECK(mlbridge_runner_switch_context(R, "f") == MLBRIDGE_OK);
+    mlbridge_runner_destroy(R);
+    R = NULL;
+  }
+
+  /* A dynamic dimension: y = 2x over [n]; the count sets n. */
+  const int64_t Dynamic[] = {-1};
+  mlbridge_tensor_spec X = {"x", MLBRIDGE_FLOAT, Dynamic, 1};
+  mlbridge_tensor_spec Y = {"y", MLBRIDGE_FLOAT, Dynamic, 1};
+  char Scale[4096];
+  snprintf(Scale, sizeof(Scale), "%s/dynamic_scale.onnx",
+           MLBRIDGE_ONNX_TEST_MODELS);
+  CHECK(mlbridge_runner_create_onnx(&X, 1, &Y, Scale, 1, &R) == MLBRIDGE_OK);
+  if (R) {
+    float In[5] = {1.0f, -2.0f, 0.25f, 8.0f, 3.0f};
+    float Out[8] = {0};
+    size_t N = 0;
+    CHECK(mlbridge_runner_set_feature(R, "x", MLBRIDGE_FLOAT, In, 5) ==
+          MLBRIDGE_OK);
+    CHECK(mlbridge_runner_evaluate_vector(R, MLBRIDGE_FLOAT, Out, 8, &N) ==
+          MLBRIDGE_OK);
+    CHECK(N == 5 && Out[0] == 2.0f && Out[1] == -4.0f && Out[2] == 0.5f &&
+          Out[3] == 16.0f && Out[4] == 6.0f);
+    CHECK(mlbridge_runner_evaluate_vector(R, MLBRIDGE_FLOAT, Out, 2, &N) ==
+          MLBRIDGE_ERROR_BUFFER_TOO_SMALL);
+    CHECK(N == 5);
+    mlbridge_runner_destroy(R);
+    R = NULL;
+  }
+
+  /* No such file: the message names it. */
+  CHECK(mlbridge_runner_create_onnx(MultiFeatures, 4, &MultiAdvice,
+                                    "/nonexistent/mlbridge-capi.onnx", 0,
+                                    &R) == MLBRIDGE_ERROR_MODEL);
+  CHECK(strstr(mlbridge_last_error(), "/nonexistent/mlbridge-capi.onnx") !=
+        NULL);
+  CHECK(R == NULL);
+
+  /* Features that do not fit: 'c' missing, 'a' of another type; every
+     difference is listed. */
+  mlbridge_tensor_spec Mismatched[2] = {{"a", MLBRIDGE_INT32, ScalarShape, 1},
+                                        {"b", MLBRIDGE_FLOAT, PairShape, 1}};
+  CHECK(mlbridge_runner_create_onnx(Mismatched, 2, &MultiAdvice, Path, 0, &R) ==
+        MLBRIDGE_ERROR_MODEL);
+  CHECK(strstr(mlbridge_last_error(), "2 differences") != NULL);
+  CHECK(strstr(mlbridge_last_error(),
+               "input 'c' is not a feature the compiler sends") != NULL);
+  CHECK(strstr(mlbridge_last_error(),
+               "input 'a' is int64_t but the compiler sends int32_t") != NULL);
+  CHECK(R == NULL);
+#endif
+}
+
+/* mixed.so (mlbridge.aot.testmodels): x float[1,4], count int64[1], flags
+   int32[2]; score = x.(0.5,-1.25,2,0.75) + count/8 - sum(flags)/2 + 3 and
+   doubled = 2*count + sum(flags). */
+static const int64_t RowShape[] = {1, 4};
+static const mlbridge_tensor_spec MixedFeatures[4] = {
+    {"flags", MLBRIDGE_INT32, PairShape, 1},
+    {"extra", MLBRIDGE_INT64, ScalarShape, 1},
+    {"count", MLBRIDGE_INT64, ScalarShape, 1},
+    {"x", MLBRIDGE_FLOAT, RowShape, 2}};
+static const mlbridge_tensor_spec MixedScore = {"score", MLBRIDGE_FLOAT,
+                                                ScalarShape, 1};
+#if defined(MLBRIDGE_HAVE_TF_AOT)
+static const mlbridge_tensor_spec MixedDoubled = {"doubled", MLBRIDGE_INT64,
+                                                  ScalarShape, 1};
+
+/* Sets the mixed model's features for case I. */
+static bool setMixed(mlbridge_runner *R, int64_t I) {
+  float X[4] = {1.0f, 2.0f, 3.0f, 4.0f + (float)I};
+  int64_t Count = 8 * I;
+  int64_t Extra = 1234;
+  int32_t Flags[2] = {1, 3 + (int32_t)I};
+  return !mlbridge_runner_set_feature(R, "x", MLBRIDGE_FLOAT, X, 4) &&
+         !mlbridge_runner_set_feature(R, "count", MLBRIDGE_INT64, &Count, 1) &&
+         !mlbridge_runner_set_feature(R, "extra", MLBRIDGE_INT64, &Extra, 1) &&
+         !mlbridge_runner_set_feature(R, "flags", MLBRIDGE_INT32, Flags, 2);
+}
+
+/* Evaluates both outputs of the mixed model (one runner each) for a few
+   inputs; the number of exact answers. */
+static int checkMixed(mlbridge_runner *Score, mlbridge_runner *Doubled) {
+  int Right = 0;
+  for (int64_t I = 0; I < 3; ++I) {
+    float S = -1.0f;
+    int64_t D = -1;
+    if (!setMixed(Score, I) || !setMixed(Doubled, I) ||
+        mlbridge_runner_evaluate_scalar(Score, MLBRIDGE_FLOAT, &S) ||
+        mlbridge_runner_evaluate_scalar(Doubled, MLBRIDGE_INT64, &D))
+      return Right;
+    /* x.w = 7 + 0.75*I, count/8 = I, -sum(flags)/2, +3: exact in float. */
+    float WantScore =
+        7.0f + 0.75f * (float)I + (float)I - 0.5f * (float)(4 + I) + 3.0f;
+    Right += S == WantScore;
+    Right += D == 16 * I + 4 + I;
+  }
+  return Right;
+}
+#endif
+
+static void testTFAOTRunner(void) {
+  mlbridge_runner *R = NULL;
+  CHECK(mlbridge_runner_create_tfaot(MixedFeatures, 4, NULL, "mixed.so", &R) ==
+        MLBRIDGE_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(mlbridge_last_error(), "mlbridge_runner_create_tfaot") != NULL);
+#ifndef MLBRIDGE_HAVE_TF_AOT
+  CHECK(mlbridge_runner_create_tfaot(MixedFeatures, 4, &MixedScore, "mixed.so",
+                                     &R) == MLBRIDGE_ERROR_UNSUPPORTED);
+  CHECK(strstr(mlbridge_last_error(), "built without TF AOT support") != NULL);
+  CHECK(R == NULL);
+#else
+  /* Two runners over one shared object at once, one per output. */
+  mlbridge_runner *D = NULL;
+  CHECK(mlbridge_runner_create_tfaot(MixedFeatures, 4, &MixedScore,
+                                     MLBRIDGE_AOT_MIXED_SO, &R) == MLBRIDGE_OK);
+  CHECK(mlbridge_runner_create_tfaot(MixedFeatures, 4, &MixedDoubled,
+                                     MLBRIDGE_AOT_MIXED_SO, &D) == MLBRIDGE_OK);
+  if (R && D)
+    CHECK(checkMixed(R, D) == 6);
+  if (R) {
+    int64_t Wrong = 0;
+    CHECK(mlbridge_runner_evaluate_scalar(R, MLBRIDGE_INT64, &Wrong) ==
+          MLBRIDGE_ERROR_TYPE_MISMATCH);
+  }
+  mlbridge_runner_destroy(R);
+  mlbridge_runner_destroy(D);
+  R = NULL;
+
+  /* No such file, and a file that is not an mlbridge AOT model. */
+  CHECK(mlbridge_runner_create_tfaot(MixedFeatures, 4, &MixedScore,
+                                     "/nonexistent/mlbridge-capi.so",
+                                     &R) == MLBRIDGE_ERROR_MODEL);
+  CHECK(strstr(mlbridge_last_error(), "/nonexistent/mlbridge-capi.so") != NULL);
+  CHECK(R == NULL);
+  char Source[4096];
+  snprintf(Source, sizeof(Source), "%s/test/c/capi_test.c",
+           MLBRIDGE_SOURCE_DIR);
+  CHECK(mlbridge_runner_create_tfaot(MixedFeatures, 4, &MixedScore, Source,
+                                     &R) == MLBRIDGE_ERROR_MODEL);
+  CHECK(strstr(mlbridge_last_error(), "cannot load") != NULL);
+  CHECK(R == NULL);
+
+  /* Features that do not fit: 'count' missing, 'x' of another size ([1,4]
+     and [4] would fit: the same elements). */
+  mlbridge_tensor_spec Mismatched[2] = {{"flags", MLBRIDGE_INT32, PairShape, 1},
+                                        {"x", MLBRIDGE_FLOAT, PairShape, 1}};
+  CHECK(mlbridge_runner_create_tfaot(Mismatched, 2, &MixedScore,
+                                     MLBRIDGE_AOT_MIXED_SO,
+                                     &R) == MLBRIDGE_ERROR_MODEL);
+  CHECK(strstr(mlbridge_last_error(), "'mixed' does not fit") != NULL);
+  CHECK(strstr(mlbridge_last_error(), "2 differences") != NULL);
+  CHECK(strstr(mlbridge_last_error(),
+               "input 'count' is not a feature the compiler sends") != NULL);
+  CHECK(strstr(mlbridge_last_error(),
+               "input 'x' has shape [1,4] but the compiler sends shape [2]") !=
+        NULL);
+  CHECK(R == NULL);
+
+  /* An advice the model does not answer: its outputs are listed. */
+  mlbridge_tensor_spec Nope = {"nope", MLBRIDGE_FLOAT, ScalarShape, 1};
+  CHECK(mlbridge_runner_create_tfaot(MixedFeatures, 4, &Nope,
+                                     MLBRIDGE_AOT_MIXED_SO,
+                                     &R) == MLBRIDGE_ERROR_MODEL);
+  CHECK(strstr(mlbridge_last_error(), "no output named 'nope'") != NULL);
+  CHECK(strstr(mlbridge_last_error(), "doubled") != NULL);
+  CHECK(R == NULL);
+#endif
+}
+
+#if defined(MLBRIDGE_HAVE_ONNX) || defined(MLBRIDGE_HAVE_TF_AOT)
+/* Registers File as Name in Registry with `mlbridge models register`. */
+static bool registerModel(const char *Registry, const char *Name,
+                          const char *File) {
+  char *Argv[] = {(char *)MLBRIDGE_PYTHON,
+                  (char *)"-m",
+                  (char *)"mlbridge",
+                  (char *)"models",
+                  (char *)"register",
+                  (char *)"--registry",
+                  (char *)Registry,
+                  (char *)Name,
+                  (char *)File,
+                  NULL};
+  return runBounded(Argv, 120) == 0;
+}
+#endif
+
+/* mlbridge_runner_create_model(): models registered by the real
+   `mlbridge models register`, found by name (in a given or the default
+   registry) or by path; the model's kind picks the runner. */
+static void testModelRunner(void) {
+  char Registry[] = "/tmp/mlbridge-capi-registry-XXXXXX";
+  CHECK(mkdtemp(Registry) != NULL);
+  mlbridge_runner *R = NULL;
+  CHECK(mlbridge_runner_create_model(MultiFeatures, 4, &MultiAdvice, NULL,
+                                     Registry,
+                                     &R) == MLBRIDGE_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(mlbridge_last_error(), "mlbridge_runner_create_model") != NULL);
+#ifdef MLBRIDGE_HAVE_ONNX
+  char Onnx[4096];
+  snprintf(Onnx, sizeof(Onnx), "%s/multi_input.onnx",
+           MLBRIDGE_ONNX_TEST_MODELS);
+  CHECK(registerModel(Registry, "multi", Onnx));
+  CHECK(mlbridge_runner_create_model(MultiFeatures, 4, &MultiAdvice, "multi",
+                                     Registry, &R) == MLBRIDGE_OK);
+  if (R)
+    CHECK(checkMultiInput(R) == 3);
+  mlbridge_runner_destroy(R);
+  R = NULL;
+  /* NULL registry: $MLBRIDGE_MODEL_REGISTRY. */
+  CHECK(setenv("MLBRIDGE_MODEL_REGISTRY", Registry, 1) == 0);
+  CHECK(mlbridge_runner_create_model(MultiFeatures, 4, &MultiAdvice, "multi",
+                                     NULL, &R) == MLBRIDGE_OK);
+  CHECK(unsetenv("MLBRIDGE_MODEL_REGISTRY") == 0);
+  if (R)
+    CHECK(checkMultiInput(R) == 3);
+  mlbridge_runner_destroy(R);
+  R = NULL;
+#endif
+#ifdef MLBRIDGE_HAVE_TF_AOT
+  CHECK(registerModel(Registry, "mixed-aot", MLBRIDGE_AOT_MIXED_SO));
+  mlbridge_runner *D = NULL;
+  CHECK(mlbridge_runner_create_model(MixedFeatures, 4, &MixedScore, "mixed-aot",
+                                     Registry, &R) == MLBRIDGE_OK);
+  /* By path (it has a '/'): no registry involved. */
+  CHECK(mlbridge_runner_create_model(MixedFeatures, 4, &MixedDoubled,
+                                     MLBRIDGE_AOT_MIXED_SO, NULL,
+                                     &D) == MLBRIDGE_OK);
+  if (R && D)
+    CHECK(checkMixed(R, D) == 6);
+  mlbridge_runner_destroy(R);
+  mlbridge_runner_destroy(D);
+  R = NULL;
+  /* The model's own failures are its runner's. */
+  CHECK(mlbridge_runner_create_model(MultiFeatures, 4, &MultiAdvice,
+                                     "mixed-aot", Registry,
+                                     &R) == MLBRIDGE_ERROR_MODEL);
+  CHECK(strstr(mlbridge_last_error(), "does not fit") != NULL);
+  CHECK(R == NULL);
+#endif
+  /* An unknown name: the registry searched and its models are named. */
+  CHECK(mlbridge_runner_create_model(MultiFeatures, 4, &MultiAdvice,
+                                     "no-such-model", Registry,
+                                     &R) == MLBRIDGE_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(mlbridge_last_error(), "no model named 'no-such-model'") !=
+        NULL);
+  CHECK(strstr(mlbridge_last_error(), Registry) != NULL);
+#ifdef MLBRIDGE_HAVE_ONNX
+  CHECK(strstr(mlbridge_last_error(), "multi") != NULL);
+#endif
+  CHECK(R == NULL);
+  /* A path that is not a model file. */
+  CHECK(mlbridge_runner_create_model(MultiFeatures, 4, &MultiAdvice,
+                                     "/nonexistent/model.onnx", Registry,
+                                     &R) == MLBRIDGE_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(mlbridge_last_error(), "/nonexistent/model.onnx") != NULL);
+  CHECK(R == NULL);
+  char *Remove[] = {(char *)"rm", (char *)"-rf", Registry, NULL};
+  CHECK(runBounded(Remove, 60) == 0);
+}
+
 int main(void) {
   CHECK(strcmp(mlbridge_element_type_name(MLBRIDGE_INT64), "int64_t") == 0);
   CHECK(mlbridge_element_type_name((mlbridge_element_type)42) == NULL);
@@ -607,6 +947,9 @@ int main(void) {
   testPipeOutcomesAndSpecs("json");
   testTrainingCallsNeedAPipe();
   testGrpcRunner();
+  testOnnxRunner();
+  testTFAOTRunner();
+  testModelRunner();
   testSerDes("bitstream");
   testSerDes("json");
   mlbridge_serdes *P = NULL;
