@@ -182,11 +182,12 @@ TEST_P(SerDesRoundTrip, MessagePiecesAreTheMessageBytes) {
                              : Scratch.substr(P.Offset, P.Size);
       EXPECT_EQ(Joined, Whole);
       if (GetParam() == SerDesKind::Bitstream && Type != ElementType::String &&
-          M.Tensors[0].getElementCount() > 0)
+          M.Tensors[0].getElementCount() > 0) {
         // The values are referenced in place, not copied.
         EXPECT_TRUE(llvm::any_of(Pieces, [&](const SerDes::Piece &P) {
           return P.External == M.Tensors[0].bytes().data();
         }));
+      }
     }
   }
 }
