@@ -9,7 +9,7 @@ BUILD       := $(ROOT)/build
 BUILD_ASAN  := $(ROOT)/build-asan
 JOBS        ?= $(shell nproc)
 
-.PHONY: all setup build build-asan test demo lint format clean help bench-roundtrip
+.PHONY: all setup build build-asan test demo lint format clean help bench-roundtrip bench-inprocess
 
 all: build
 
@@ -20,6 +20,7 @@ help:
 	@echo "make build  build the C++ runtime and plugins into build/"
 	@echo "make lint   ruff over the Python code"
 	@echo "make bench-roundtrip  the round-trip benchmark (bench/, results in bench/results/)"
+	@echo "make bench-inprocess  the same through the ONNX Runtime and TF AOT runners"
 	@echo "make clean  remove build folders (keeps .venv and .deps)"
 
 setup:
@@ -47,6 +48,11 @@ demo: build
 # A measurement, not a test (bench/roundtrip.py --help; BENCH_ARGS=--quick for a short run).
 bench-roundtrip: build
 	@$(PY) $(ROOT)/bench/roundtrip.py --build-dir $(BUILD) $(BENCH_ARGS)
+
+# The in-process runners against direct calls of the same models, 1 and 2
+# threads (bench/inprocess_roundtrip.py --help).
+bench-inprocess: build
+	@$(PY) $(ROOT)/bench/inprocess_roundtrip.py --build-dir $(BUILD) $(BENCH_ARGS)
 
 lint: setup
 	@$(VENV)/bin/ruff check $(ROOT)

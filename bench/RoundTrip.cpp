@@ -28,6 +28,8 @@
 ///
 //===----------------------------------------------------------------------===//
 
+#include "RoundTripCommon.h"
+
 #include "mlbridge/PipeModelRunner.h"
 #ifdef MLBRIDGE_HAVE_GRPC
 #include "mlbridge/GrpcModelRunner.h"
@@ -62,24 +64,9 @@
 using namespace llvm;
 using namespace mlbridge;
 using Clock = std::chrono::steady_clock;
+using namespace mlbridge::bench;
 
 namespace {
-
-constexpr float Bias = 0.25f;
-
-/// The weight of element \p I: a hash of the index mapped to [-1, 1), exactly
-/// representable (24-bit numerator). bench/roundtrip.py computes the same.
-float weight(uint32_t I) {
-  uint32_t H = I * 2654435761u + 12345u;
-  return static_cast<float>(H >> 8) / 16777216.0f * 2.0f - 1.0f;
-}
-
-/// Input element \p I of query \p Q, in [-1, 1).
-float input(uint32_t Q, uint32_t I) {
-  uint32_t H = (I + 0x9e3779b9u * (Q + 1)) * 2246822519u + 3266489917u;
-  H ^= H >> 15;
-  return static_cast<float>(H >> 8) / 16777216.0f * 2.0f - 1.0f;
-}
 
 struct Options {
   std::string Mode;
@@ -90,33 +77,6 @@ struct Options {
   uint64_t Warmup = 3;
   int TimeoutMs = 120000;
 };
-
-/// Resident set size in KiB (from /proc/self/statm).
-long rssKiB() {
-  FILE *F = std::fopen("/proc/self/statm", "r");
-  if (!F)
-    return -1;
-  long Size = 0, Resident = 0;
-  int N = std::fscanf(F, "%ld %ld", &Size, &Resident);
-  std::fclose(F);
-  if (N != 2)
-    return -1;
-  return Resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
-/// User + system CPU time of this process so far, seconds.
-double cpuSeconds() {
-  struct rusage U;
-  getrusage(RUSAGE_SELF, &U);
-  return U.ru_utime.tv_sec + U.ru_stime.tv_sec +
-         (U.ru_utime.tv_usec + U.ru_stime.tv_usec) / 1e6;
-}
-
-long peakRssKiB() {
-  struct rusage U;
-  getrusage(RUSAGE_SELF, &U);
-  return U.ru_maxrss;
-}
 
 /// Answers a query; errors are fatal for the benchmark.
 class Channel {
@@ -417,18 +377,7 @@ int run(const Options &O) {
   uint32_t MaxL = 0;
   for (uint32_t L : O.Sizes)
     MaxL = std::max(MaxL, L);
-  std::vector<float> W(MaxL);
-  for (uint32_t I = 0; I < MaxL; ++I)
-    W[I] = weight(I);
-  // Every input is made before timing starts.
-  std::vector<std::vector<float>> Inputs;
-  Inputs.reserve(O.Sizes.size());
-  for (size_t Q = 0; Q < O.Sizes.size(); ++Q) {
-    std::vector<float> X(O.Sizes[Q]);
-    for (uint32_t I = 0; I < O.Sizes[Q]; ++I)
-      X[I] = input(static_cast<uint32_t>(Q), I);
-    Inputs.push_back(std::move(X));
-  }
+  std::vector<std::vector<float>> Inputs = makeInputs(O.Sizes);
 
   Expected<std::unique_ptr<Channel>> C = makeChannel(O);
   if (!C) {
@@ -440,26 +389,8 @@ int run(const Options &O) {
     return 2;
   }
 
-  uint64_t Checked = 0, Mismatches = 0;
-  std::string FirstMismatch;
-  auto Check = [&](ArrayRef<float> X, float Y) {
-    double Exact = Bias, Magnitude = 0;
-    for (size_t I = 0; I < X.size(); ++I) {
-      double P = static_cast<double>(X[I]) * static_cast<double>(W[I]);
-      Exact += P;
-      Magnitude += std::fabs(P);
-    }
-    // The model sums in float32 in its own order: allow its rounding (far
-    // below a missing bias or a wrong element).
-    double Tolerance = 1e-5 * Magnitude + 1e-4;
-    ++Checked;
-    if (!(std::fabs(static_cast<double>(Y) - Exact) <= Tolerance)) {
-      if (Mismatches++ == 0)
-        FirstMismatch = formatv("L={0}: model said {1:e9}, expected {2:e9}",
-                                X.size(), Y, Exact)
-                            .str();
-    }
-  };
+  AnswerChecker Checker(MaxL);
+  auto Check = [&](ArrayRef<float> X, float Y) { Checker.check(X, Y); };
   auto Query = [&](ArrayRef<float> X) -> bool {
     Expected<float> Y = (*C)->query(X);
     if (!Y) {
@@ -499,9 +430,11 @@ int run(const Options &O) {
 
   std::string Out;
   raw_string_ostream OS(Out);
-  OS << "{\"mode\":\"" << O.Mode << "\",\"queries\":" << Checked - O.Warmup
-     << ",\"checked\":" << Checked << ",\"mismatches\":" << Mismatches
-     << ",\"first_mismatch\":\"" << FirstMismatch << "\""
+  OS << "{\"mode\":\"" << O.Mode
+     << "\",\"queries\":" << Checker.checked() - O.Warmup
+     << ",\"checked\":" << Checker.checked()
+     << ",\"mismatches\":" << Checker.mismatches() << ",\"first_mismatch\":\""
+     << Checker.firstMismatch() << "\""
      << ",\"total_seconds\":"
      << formatv("{0:e9}", std::chrono::duration<double>(Total).count())
      << ",\"cpu_seconds\":" << formatv("{0:e6}", Cpu)
@@ -513,7 +446,7 @@ int run(const Options &O) {
   OS << "]}\n";
   outs() << OS.str();
   outs().flush();
-  return Mismatches == 0 ? 0 : 1;
+  return Checker.mismatches() == 0 ? 0 : 1;
 }
 
 } // namespace
