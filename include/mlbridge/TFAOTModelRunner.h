@@ -64,6 +64,10 @@ struct TFAOTFunctions {
   const void *(*ResultData)(mlbridge_aot_instance *,
                             int32_t) = nullptr;      // result_data
   int32_t (*Run)(mlbridge_aot_instance *) = nullptr; // run: 0 on success
+  /// Optional (models built before it lack it): input I reads the caller's
+  /// 64-byte-aligned buffer, so the runner passes features without a copy.
+  int32_t (*SetArgData)(mlbridge_aot_instance *, int32_t,
+                        const void *) = nullptr; // set_arg_data
 };
 
 /// Runs a TensorFlow AOT-compiled model in-process. Each runner owns one
@@ -128,6 +132,9 @@ private:
   std::vector<size_t> Binding;
   /// The model's argument buffers, in model input order.
   std::vector<char *> ArgBuffers;
+  /// The feature buffer each input reads through SetArgData, or null when
+  /// the features are copied into ArgBuffers.
+  std::vector<const char *> BoundArgs;
   std::vector<size_t> ArgBytes;
   int32_t ResultIndex = -1;
   TensorSpec ResultSpec;

@@ -19,11 +19,17 @@
 #include "llvm/Support/Error.h"
 
 #include <cassert>
+#include <cstddef>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
 namespace mlbridge {
+
+/// The alignment of every numeric tensor's storage, in bytes (a cache line;
+/// what XLA and 512-bit SIMD loads want).
+inline constexpr size_t TensorAlignment = 64;
 
 /// A non-owning view of a named tensor with a concrete shape: numeric and
 /// bool elements as little-endian bytes, string elements as strings. The
@@ -74,9 +80,29 @@ private:
   llvm::ArrayRef<std::string> Strings;
 };
 
+/// An allocator of TensorAlignment-aligned storage.
+template <typename T> struct AlignedAllocator {
+  using value_type = T;
+  AlignedAllocator() = default;
+  template <typename U> AlignedAllocator(const AlignedAllocator<U> &) {}
+  T *allocate(size_t N) {
+    return static_cast<T *>(
+        ::operator new(N * sizeof(T), std::align_val_t(TensorAlignment)));
+  }
+  void deallocate(T *P, size_t) {
+    ::operator delete(P, std::align_val_t(TensorAlignment));
+  }
+  template <typename U> bool operator==(const AlignedAllocator<U> &) const {
+    return true;
+  }
+  template <typename U> bool operator!=(const AlignedAllocator<U> &) const {
+    return false;
+  }
+};
+
 /// An owning named tensor with a concrete shape. Numeric and bool elements
-/// live in 8-byte-aligned storage, little-endian (this library only builds
-/// for little-endian hosts); string elements in a vector of strings.
+/// live in TensorAlignment-aligned storage, little-endian (this library only
+/// builds for little-endian hosts); string elements in a vector of strings.
 class TensorValue {
 public:
   /// Creates a zero-filled (or empty-string-filled) tensor. Fails if the
@@ -213,8 +239,9 @@ private:
   std::vector<int64_t> Shape;
   size_t NumElements = 0;
   size_t NumBytes = 0;
-  /// uint64_t words give the storage 8-byte alignment for every type.
-  std::vector<uint64_t> Words;
+  /// TensorAlignment-aligned words: a runner may hand a feature's storage to
+  /// a model as is (XLA wants its arguments aligned to 64 bytes at most).
+  std::vector<uint64_t, AlignedAllocator<uint64_t>> Words;
   std::vector<std::string> Strings;
 };
 

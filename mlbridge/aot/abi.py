@@ -39,6 +39,11 @@ ABI_FUNCTIONS: tuple[tuple[str, str, str], ...] = (
     ("arg_data", "void *", "struct mlbridge_aot_instance *instance, int32_t index"),
     ("result_data", "const void *", "struct mlbridge_aot_instance *instance, int32_t index"),
     ("run", "int32_t", "struct mlbridge_aot_instance *instance"),
+    (
+        "set_arg_data",
+        "int32_t",
+        "struct mlbridge_aot_instance *instance, int32_t index, const void *data",
+    ),
 )
 
 # The TFAOTFunctions member of each suffix.
@@ -49,6 +54,7 @@ _MEMBERS = {
     "result_type": "ResultType", "result_rank": "ResultRank",
     "result_shape": "ResultShape", "create": "Create", "destroy": "Destroy",
     "arg_data": "ArgData", "result_data": "ResultData", "run": "Run",
+    "set_arg_data": "SetArgData",
 }  # fmt: skip
 
 
@@ -132,6 +138,8 @@ struct Instance {{
   {xla_class} Model;
   std::array<int32_t, kArgs.size()> ArgIndex{{}};
   std::array<int32_t, kResults.size()> ResultIndex{{}};
+  // The buffers XLA allocated for the inputs, for set_arg_data(I, null).
+  std::array<void *, kArgs.size()> OwnArgs{{}};
 }};
 
 template <size_t N>
@@ -202,9 +210,11 @@ MLBRIDGE_AOT_API mlbridge_aot_instance *MLBRIDGE_AOT_FN(create)(void) {{
   std::unique_ptr<Instance> P(new (std::nothrow) Instance());
   if (!P)
     return nullptr;
-  for (size_t I = 0; I < kArgs.size(); ++I)
+  for (size_t I = 0; I < kArgs.size(); ++I) {{
     if ((P->ArgIndex[I] = P->Model.LookupArgIndex(kArgs[I].XlaName)) < 0)
       return nullptr;
+    P->OwnArgs[I] = P->Model.arg_data(P->ArgIndex[I]);
+  }}
   for (size_t I = 0; I < kResults.size(); ++I)
     if ((P->ResultIndex[I] = P->Model.LookupResultIndex(kResults[I].XlaName)) < 0)
       return nullptr;
@@ -227,6 +237,24 @@ MLBRIDGE_AOT_API const void *MLBRIDGE_AOT_FN(result_data)(mlbridge_aot_instance 
 // 0 on success.
 MLBRIDGE_AOT_API int32_t MLBRIDGE_AOT_FN(run)(mlbridge_aot_instance *P) {{
   return P && self(P)->Model.Run() ? 0 : 1;
+}}
+// Makes input I read from the caller's buffer (XLA's set_arg_data), which must
+// stay valid while the instance runs and be aligned to 64 bytes; null goes back
+// to the instance's own buffer. 0 on success.
+MLBRIDGE_AOT_API int32_t MLBRIDGE_AOT_FN(set_arg_data)(mlbridge_aot_instance *P, int32_t I,
+                                                      const void *Data) {{
+  if (!P || !info(kArgs, I))
+    return 1;
+  Instance *Self = self(P);
+  int32_t Index = Self->ArgIndex[I];
+  if (!Data) {{
+    Self->Model.set_arg_data(Index, Self->OwnArgs[I]);
+    return 0;
+  }}
+  if (reinterpret_cast<uintptr_t>(Data) % 64 != 0)
+    return 1;
+  Self->Model.set_arg_data(Index, Data);
+  return 0;
 }}
 """
 

@@ -93,9 +93,10 @@ TFAOTModelRunner::load(StringRef SharedObjectPath,
   auto Lib = std::make_shared<Library>(Handle);
   TFAOTFunctions Fns;
   void **Slots = reinterpret_cast<void **>(&Fns);
-  static_assert(sizeof(TFAOTFunctions) == sizeof(SymbolSuffixes) /
-                                              sizeof(SymbolSuffixes[0]) *
-                                              sizeof(void *),
+  // The required functions, then the optional SetArgData.
+  static_assert(sizeof(TFAOTFunctions) ==
+                    (sizeof(SymbolSuffixes) / sizeof(SymbolSuffixes[0]) + 1) *
+                        sizeof(void *),
                 "TFAOTFunctions and SymbolSuffixes disagree");
   // The version comes first: a library of another version may lack the rest.
   void *Version = Lib->symbol("mlbridge_aot_abi_version");
@@ -122,6 +123,8 @@ TFAOTModelRunner::load(StringRef SharedObjectPath,
   if (!Missing.empty())
     return aotError(Where + " lacks the mlbridge AOT symbols " + Missing +
                     "; rebuild it with `mlbridge aot`");
+  void *SetArgData = Lib->symbol("mlbridge_aot_set_arg_data");
+  std::memcpy(&Fns.SetArgData, &SetArgData, sizeof(void *));
   return createImpl(std::move(Lib), Fns, std::move(Features), std::move(Advice),
                     Where);
 }
@@ -205,6 +208,7 @@ Expected<std::unique_ptr<MLModelRunner>> TFAOTModelRunner::createImpl(
       return aotError(Where + ": input '" + Inputs[I].name() +
                       "' has no buffer");
   }
+  R->BoundArgs.assign(Inputs.size(), nullptr);
   R->Lib = std::move(Lib);
   R->Fns = Fns;
   R->Name = std::move(Name);
@@ -217,16 +221,32 @@ Expected<std::unique_ptr<MLModelRunner>> TFAOTModelRunner::createImpl(
 
 Expected<TensorValue>
 TFAOTModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
-  // The model's buffers belong to its instance (XLA aligns them), so the
-  // features are copied in: a few microseconds even for 200 KB.
   for (size_t I = 0; I < Inputs.size(); ++I) {
     const TensorRef &F = Features[Binding[I]];
     if (F.bytes().size() != ArgBytes[I])
       return aotError("model '" + Name + "' input '" + Inputs[I].name() +
                       "' takes " + Twine(ArgBytes[I]) + " bytes, feature '" +
                       F.name() + "' has " + Twine(F.bytes().size()));
-    if (ArgBytes[I])
-      std::memcpy(ArgBuffers[I], F.bytes().data(), ArgBytes[I]);
+    if (!ArgBytes[I])
+      continue;
+    const char *Data = F.bytes().data();
+    // Zero-copy, as MLGO's release mode: the model reads the feature buffer
+    // itself (TensorValue storage is 64-byte aligned). The buffer is checked
+    // on every call since setting a feature may replace it.
+    if (Fns.SetArgData) {
+      if (Data == BoundArgs[I])
+        continue;
+      if (Fns.SetArgData(Instance.get(), static_cast<int32_t>(I), Data) == 0) {
+        BoundArgs[I] = Data;
+        continue;
+      }
+      if (BoundArgs[I]) // back to the instance's own buffer
+        Fns.SetArgData(Instance.get(), static_cast<int32_t>(I), nullptr);
+      BoundArgs[I] = nullptr;
+    }
+    // Models built before set_arg_data: copy the features in (a few
+    // microseconds even for 200 KB).
+    std::memcpy(ArgBuffers[I], Data, ArgBytes[I]);
   }
   if (Fns.Run(Instance.get()) != 0)
     return aotError("model '" + Name + "' failed to run");

@@ -130,6 +130,40 @@ TEST(TFAOTModelRunner, LinkedModelAnswersLikeTensorFlow) {
   }
 }
 
+TEST(TFAOTModelRunner, ModelsWithoutSetArgDataGetTheFeaturesCopied) {
+  std::vector<Case> Cases = readAnswers("mixed");
+  ASSERT_EQ(Cases.size(), 2u);
+  // What a model built before set_arg_data looks like to the runner.
+  TFAOTFunctions Fns = mlbridge_aot::mixed_functions();
+  ASSERT_NE(Fns.SetArgData, nullptr);
+  Fns.SetArgData = nullptr;
+  MLB_ASSERT_VALUE(R,
+                   TFAOTModelRunner::create(Fns, mixedFeatures(),
+                                            createSpec<float>("score", {1})));
+  for (const Case &C : Cases) {
+    setMixed(*R, C);
+    MLB_ASSERT_VALUE(S, R->evaluate<float>());
+    EXPECT_NEAR(S, C.Outputs.at("score")[0], 1e-5);
+  }
+}
+
+TEST(TFAOTModelRunner, FeaturesWrittenInPlaceAreSeenByEveryCall) {
+  // The model reads the feature buffers themselves: writing them through
+  // getTensor() between calls must change the answer each time.
+  std::vector<Case> Cases = readAnswers("mixed");
+  ASSERT_EQ(Cases.size(), 2u);
+  MLB_ASSERT_VALUE(R, TFAOTModelRunner::load(AOT_MIXED_SO, mixedFeatures(),
+                                             createSpec<float>("score", {1})));
+  for (int Round = 0; Round < 2; ++Round)
+    for (const Case &C : Cases) {
+      std::copy(C.X.begin(), C.X.end(), R->getTensor<float>(1));
+      std::copy(C.Count.begin(), C.Count.end(), R->getTensor<int64_t>(2));
+      std::copy(C.Flags.begin(), C.Flags.end(), R->getTensor<int32_t>(0));
+      MLB_ASSERT_VALUE(S, R->evaluate<float>());
+      EXPECT_NEAR(S, C.Outputs.at("score")[0], 1e-5);
+    }
+}
+
 TEST(TFAOTModelRunner, DenseFiftyThousandFloats) {
   std::vector<Case> Cases = readAnswers("dense50k");
   ASSERT_EQ(Cases.size(), 2u);

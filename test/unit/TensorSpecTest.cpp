@@ -141,10 +141,18 @@ TEST(TensorValueTest, TypedAccessorsCheckTheType) {
   EXPECT_NE(Err.find("float"), std::string::npos) << Err;
 }
 
-TEST(TensorValueTest, StorageIsEightByteAligned) {
+TEST(TensorValueTest, StorageIsAlignedForModels) {
+  auto Aligned = [](const TensorValue &V) {
+    return reinterpret_cast<uintptr_t>(V.bytes().data()) % TensorAlignment;
+  };
   for (int I = 0; I < 8; ++I) {
     TensorValue V = TensorValue::fromVector<int8_t>("v", {1, 2, 3});
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(V.bytes().data()) % 8, 0u);
+    EXPECT_EQ(Aligned(V), 0u);
+    TensorValue Copy = V;
+    EXPECT_EQ(Aligned(Copy), 0u);
+    EXPECT_EQ(Copy, V);
+    ASSERT_FALSE(V.reshape({100 + I}));
+    EXPECT_EQ(Aligned(V), 0u);
   }
 }
 
