@@ -64,12 +64,15 @@ Error annotateModuleForCodeGen(Module &M, StringRef CommentString,
   return Error::success();
 }
 
-Error emitWithOwnCodeGenPipeline(Module &M, TargetMachine &TM,
-                                 CodeGenFileType FileType,
-                                 raw_pwrite_stream &OS) {
+Error emitWithOwnCodeGenPipeline(
+    Module &M, TargetMachine &TM, CodeGenFileType FileType,
+    raw_pwrite_stream &OS, std::vector<std::unique_ptr<Pass>> FirstPasses) {
   legacy::PassManager PM;
   TargetLibraryInfoImpl TLII(M.getTargetTriple());
   PM.add(new TargetLibraryInfoWrapperPass(TLII));
+  // The PassManager takes ownership.
+  for (std::unique_ptr<Pass> &P : FirstPasses)
+    PM.add(P.release());
   // addPassesToEmitFile returns true when the target cannot emit this type.
   if (TM.addPassesToEmitFile(PM, OS, /*DwoOut=*/nullptr, FileType))
     return createStringError(inconvertibleErrorCode(),

@@ -17,8 +17,12 @@
 #include "llvm/Support/CodeGen.h"
 #include "llvm/Support/Error.h"
 
+#include <memory>
+#include <vector>
+
 namespace llvm {
 class Module;
+class Pass;
 class TargetMachine;
 class raw_pwrite_stream;
 } // namespace llvm
@@ -39,10 +43,15 @@ llvm::Error annotateModuleForCodeGen(llvm::Module &M,
                                      FunctionAdvisor &Advisor);
 
 /// Runs the target's legacy codegen pipeline on `M`, writing `FileType` output
-/// to `OS`. Errors name what failed (e.g. a file type the target cannot emit).
-llvm::Error emitWithOwnCodeGenPipeline(llvm::Module &M, llvm::TargetMachine &TM,
-                                       llvm::CodeGenFileType FileType,
-                                       llvm::raw_pwrite_stream &OS);
+/// to `OS`. \p FirstPasses are added to the PassManager (which owns them)
+/// before the target's passes: an analysis among them with the pass ID of one
+/// the codegen passes require (e.g. the register allocator's priority
+/// advisor) is the one they get. Errors name what failed (e.g. a file type the
+/// target cannot emit).
+llvm::Error emitWithOwnCodeGenPipeline(
+    llvm::Module &M, llvm::TargetMachine &TM, llvm::CodeGenFileType FileType,
+    llvm::raw_pwrite_stream &OS,
+    std::vector<std::unique_ptr<llvm::Pass>> FirstPasses = {});
 
 } // namespace mlbridge::passes
 

@@ -6,11 +6,15 @@
 // PreCodeGenCallback once per module, after verifying the module and setting
 // function attributes, right before building the codegen pipeline. Returning
 // true means "the plugin wrote the output itself": llc then skips its own
-// pipeline and the callbacks of later plugins.
+// pipeline and the callbacks of later plugins. That is how the ML register
+// allocation priority advisor (-mlbridge-llc-priority-advisor=ml) gets in:
+// the plugin builds the pipeline with the advisor's analysis added first
+// (docs/regalloc.md).
 //
 //===----------------------------------------------------------------------===//
 #include "passes/llvm/CodeGenAnnotation.h"
 #include "passes/llvm/FunctionFeatures.h"
+#include "passes/llvm/MLPriorityAdvisor.h"
 #include "plugins/common/Advisors.h"
 #include "plugins/common/RunnerCommandLine.h"
 
@@ -18,6 +22,7 @@
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCAsmInfo.h"
+#include "llvm/Pass.h"
 #include "llvm/Plugins/PassPlugin.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Target/TargetMachine.h"
@@ -76,6 +81,81 @@ cl::opt<bool> OwnPipeline(
              "llc (the hook ML-guided register allocation uses)"),
     cl::init(false), cl::cat(MLBridgeCategory));
 
+// The ML register-allocation priority advisor (docs/regalloc.md). Installed
+// only when asked for, so that without these options llc allocates as it
+// always does.
+enum class PriorityAdvisorChoice { Default, ML };
+
+cl::opt<PriorityAdvisorChoice> PriorityAdvisorOpt(
+    "mlbridge-llc-priority-advisor",
+    cl::desc("The live-range priority advisor of the greedy register "
+             "allocator; giving -mlbridge-llc-priority-runner or "
+             "-mlbridge-llc-priority-model also selects 'ml'"),
+    cl::values(clEnumValN(PriorityAdvisorChoice::Default, "default",
+                          "LLVM's (llc builds the pipeline; default)"),
+               clEnumValN(PriorityAdvisorChoice::ML, "ml",
+                          "mlbridge's: the plugin builds the codegen pipeline "
+                          "with an advisor that asks the model runner "
+                          "-mlbridge-llc-priority-runner names for each live "
+                          "range's priority")),
+    cl::init(PriorityAdvisorChoice::Default), cl::cat(MLBridgeCategory));
+
+// -mlbridge-llc-priority-runner, -mlbridge-llc-priority-channel,
+// -mlbridge-llc-priority-address, -mlbridge-llc-priority-model,
+// -mlbridge-llc-priority-serdes, -mlbridge-llc-priority-timeout-ms,
+// -mlbridge-llc-priority-on-model-failure.
+mlbridge::plugins::RunnerCommandLine PriorityRunnerOpts(
+    "mlbridge-llc-priority-", MLBridgeCategory,
+    {"The model runner the ML priority advisor asks for each live range's "
+     "priority (features and advice in docs/regalloc.md)",
+     "in-process policy answering LLVM's default priority "
+     "(default_priority; default)",
+     "one warning naming the cause, then LLVM's default priority for the "
+     "rest of the compilation"});
+
+cl::opt<mlbridge::passes::PriorityAdviceType> PriorityAdviceTypeOpt(
+    "mlbridge-llc-priority-advice-type",
+    cl::desc("ML priority advisor: the element type of the model's advice "
+             "'priority' (clamped to [0, 2^32-1], truncated toward zero)"),
+    cl::values(clEnumValN(mlbridge::passes::PriorityAdviceType::Double,
+                          "double",
+                          "float64, exact for every priority (default)"),
+               clEnumValN(mlbridge::passes::PriorityAdviceType::Float, "float",
+                          "float32, as LLVM's own ML priority advisor; "
+                          "not exact above 2^24"),
+               clEnumValN(mlbridge::passes::PriorityAdviceType::Int64, "int64",
+                          "int64, exact")),
+    cl::init(mlbridge::passes::PriorityAdviceType::Double),
+    cl::cat(MLBridgeCategory));
+
+bool mlPriorityAdvisorSelected() {
+  if (PriorityAdvisorOpt.getNumOccurrences() > 0)
+    return PriorityAdvisorOpt == PriorityAdvisorChoice::ML;
+  return PriorityRunnerOpts.runnerGiven() || PriorityRunnerOpts.modelGiven();
+}
+
+std::vector<std::unique_ptr<Pass>> priorityAdvisorPasses() {
+  std::vector<std::unique_ptr<Pass>> Passes;
+  if (!mlPriorityAdvisorSelected())
+    return Passes;
+  mlbridge::plugins::RunnerConfig Config = PriorityRunnerOpts.config();
+  mlbridge::passes::MLPriorityAdvisorOptions Options;
+  Options.AdviceType = PriorityAdviceTypeOpt;
+  Options.FallBackOnFailure =
+      Config.OnFailure == mlbridge::plugins::ModelFailurePolicy::Fallback;
+  Options.RunnerDescription = mlbridge::plugins::describeRunner(Config);
+  auto Factory = [Config, Type = Options.AdviceType](
+                     std::vector<mlbridge::TensorSpec> Features,
+                     mlbridge::TensorSpec Advice) {
+    return mlbridge::plugins::createModelRunner(
+        Config, std::move(Features), std::move(Advice),
+        mlbridge::passes::defaultPriorityPolicy(Type));
+  };
+  Passes.push_back(mlbridge::passes::createMLPriorityAdvisorAnalysis(
+      std::move(Options), std::move(Factory)));
+  return Passes;
+}
+
 bool preCodeGen(Module &M, TargetMachine &TM, CodeGenFileType FileType,
                 raw_pwrite_stream &OS) {
   LLVMContext &Ctx = M.getContext();
@@ -95,10 +175,11 @@ bool preCodeGen(Module &M, TargetMachine &TM, CodeGenFileType FileType,
       return true;
     }
   }
-  if (!OwnPipeline)
+  std::vector<std::unique_ptr<Pass>> FirstPasses = priorityAdvisorPasses();
+  if (!OwnPipeline && FirstPasses.empty())
     return false; // llc builds and runs its usual pipeline
-  if (Error E =
-          mlbridge::passes::emitWithOwnCodeGenPipeline(M, TM, FileType, OS))
+  if (Error E = mlbridge::passes::emitWithOwnCodeGenPipeline(
+          M, TM, FileType, OS, std::move(FirstPasses)))
     Ctx.diagnose(
         DiagnosticInfoGeneric("MLBridgeLLCPlugin: " + toString(std::move(E))));
   return true;

@@ -79,6 +79,20 @@ def make_policy(name: str, log: TextIO | None) -> Any:
         note(obs, f"li_size={int(obs['li_size'][0])}", "1")
         return np.float32(1.0)
 
+    # mlbridge's priority advisor (docs/regalloc.md): float64 advice, default_priority sent.
+    def priority_default(obs: Observation) -> np.ndarray:
+        # LLVM's default priority: the allocation must be stock llc's.
+        d = int(obs["default_priority"][0])
+        note(obs, f"li_size={int(obs['li_size'][0])} default_priority={d}", d)
+        return np.float64(d)
+
+    def priority_reverse(obs: Observation) -> np.ndarray:
+        # The default order reversed: what greedy would take last comes first.
+        d = int(obs["default_priority"][0])
+        advice = 0xFFFFFFFF - d
+        note(obs, f"li_size={int(obs['li_size'][0])} default_priority={d}", advice)
+        return np.float64(advice)
+
     def evict_first(obs: Observation) -> int:
         # Evict the first candidate the mask allows; 32 (the candidate itself) if none.
         mask = obs["mask"].reshape(-1)
@@ -97,6 +111,8 @@ def make_policy(name: str, log: TextIO | None) -> Any:
         "inline-none": inline_none,
         "priority-weight": priority_weight,
         "priority-constant": priority_constant,
+        "priority-default": priority_default,
+        "priority-reverse": priority_reverse,
     }[name]
 
 
@@ -141,6 +157,7 @@ def main(argv: list[str]) -> int:
             "inline-small", "inline-all", "inline-default", "inline-small-all-features",
             "inline-none",
             "priority-weight", "priority-constant", "evict-first", "blocks-mod",
+            "priority-default", "priority-reverse",
         ],
     )  # fmt: skip
     parser.add_argument("--log", type=Path)
