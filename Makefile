@@ -9,7 +9,7 @@ BUILD       := $(ROOT)/build
 BUILD_ASAN  := $(ROOT)/build-asan
 JOBS        ?= $(shell nproc)
 
-.PHONY: all setup build build-asan test demo lint format clean help bench-roundtrip bench-inprocess
+.PHONY: all setup build build-asan test demo lint format clean help bench-roundtrip bench-inprocess bench
 
 all: build
 
@@ -21,6 +21,7 @@ help:
 	@echo "make lint   ruff over the Python code"
 	@echo "make bench-roundtrip  the round-trip benchmark (bench/, results in bench/results/)"
 	@echo "make bench-inprocess  the same through the ONNX Runtime and TF AOT runners"
+	@echo "make bench  every benchmark, one report (JSON, Markdown, plots; README table)"
 	@echo "make clean  remove build folders (keeps .venv and .deps)"
 
 setup:
@@ -53,6 +54,12 @@ bench-roundtrip: build
 # threads (bench/inprocess_roundtrip.py --help).
 bench-inprocess: build
 	@$(PY) $(ROOT)/bench/inprocess_roundtrip.py --build-dir $(BUILD) $(BENCH_ARGS)
+
+# Every benchmark in one run (mlbridge bench, docs/bench.md): the report goes to
+# bench/results/report-<time>.*, the table and plots into README.md.
+# BENCH_ARGS=--quick for a run of under 2 minutes.
+bench: build
+	@$(VENV)/bin/mlbridge bench --build-dir $(BUILD) --update-readme $(BENCH_ARGS)
 
 lint: setup
 	@$(VENV)/bin/ruff check $(ROOT)

@@ -123,11 +123,20 @@ inline double cpuSeconds() {
          (U.ru_utime.tv_usec + U.ru_stime.tv_usec) / 1e6;
 }
 
-/// Peak resident set size in KiB.
+/// Peak resident set size of this program in KiB: VmHWM from
+/// /proc/self/status. Not getrusage()'s ru_maxrss, which Linux carries over
+/// exec from the process that forked us (the driver's peak, not ours).
 inline long peakRssKiB() {
-  struct rusage U;
-  getrusage(RUSAGE_SELF, &U);
-  return U.ru_maxrss;
+  FILE *F = std::fopen("/proc/self/status", "r");
+  if (!F)
+    return -1;
+  char Line[256];
+  long Peak = -1;
+  while (std::fgets(Line, sizeof(Line), F))
+    if (std::sscanf(Line, "VmHWM: %ld kB", &Peak) == 1)
+      break;
+  std::fclose(F);
+  return Peak;
 }
 
 } // namespace mlbridge::bench

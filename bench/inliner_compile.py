@@ -16,11 +16,18 @@ configuration's total is the sum over modules:
 - the same policy compiled ahead of time by TensorFlow (``mlbridge aot``, loaded by the
   TF AOT runner from its shared object); ``--no-tfaot`` leaves it out.
 
+Besides wall time, the ``opt`` process's CPU time (user + system, from ``getrusage`` of
+the children) is recorded: on a shared machine it is the steadier measure of the compiler's
+own work (for the pipe runner it leaves out the Python side, which runs in this process).
+
 Each configuration's ``.text`` size after ``llc-22 -O2`` is recorded too: the ONNX, TF AOT
 and pipe runners answer with the same policy, so their sizes must agree (checked).
 
     .venv/bin/python bench/inliner_compile.py            # held-out corpus, 3 repetitions
     .venv/bin/python bench/inliner_compile.py --smoke    # 2 modules once: correctness only
+    # a change's plugin against the one before it, interleaved, on the first 12 modules:
+    .venv/bin/python bench/inliner_compile.py --build-dir build-new --baseline-build-dir build \
+        --modules 12
 
 Results: ``bench/results/inliner-compile-<time>.json`` and ``.md``; the Markdown also goes
 to ``bench/results/inliner-compile-latest.md``.
@@ -31,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -83,11 +91,19 @@ class Config:
     policy: Callable[[Any], int] | None = None
     target: float | None = None
     seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)
     text_bytes: int = 0
 
 
-def _compile(config: Config, module: Path, out: Path, timeout: float) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _compile(config: Config, module: Path, out: Path, timeout: float) -> tuple[float, float]:
+    """Runs ``opt`` once; returns its wall and CPU seconds."""
     argv = [find_llvm_tool("opt"), *config.args, str(module), "-o", str(out)]
+    cpu_start = _children_cpu()
     start = time.perf_counter()
     if config.policy is None:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
@@ -97,7 +113,7 @@ def _compile(config: Config, module: Path, out: Path, timeout: float) -> float:
         result = drive_compiler(argv, config.policy, timeout=timeout, exit_timeout=timeout)
         if result.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} exited with {result.returncode}")
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _children_cpu() - cpu_start
 
 
 def _text_size(bitcode: Path, timeout: float) -> int:
@@ -108,16 +124,17 @@ def _text_size(bitcode: Path, timeout: float) -> int:
 
 
 def measure(modules: Sequence[Path], configs: Sequence[Config], reps: int, timeout: float) -> None:
-    """Fills each config's per-module median seconds and total ``.text`` size."""
+    """Fills each config's per-module median wall and CPU seconds and total ``.text`` size."""
     with tempfile.TemporaryDirectory(prefix="mlbridge-bench-") as tmp:
         out = Path(tmp) / "out.bc"
         for i, module in enumerate(modules):
-            times: list[list[float]] = [[] for _ in configs]
+            times: list[list[tuple[float, float]]] = [[] for _ in configs]
             for _ in range(reps):
                 for c, t in zip(configs, times, strict=True):
                     t.append(_compile(c, module, out, timeout))
             for c, t in zip(configs, times, strict=True):
-                c.seconds.append(statistics.median(t))
+                c.seconds.append(statistics.median(wall for wall, _ in t))
+                c.cpu_seconds.append(statistics.median(cpu for _, cpu in t))
                 _compile(c, module, out, timeout)
                 c.text_bytes += _text_size(out, timeout)
             print(f"inliner_compile: {i + 1}/{len(modules)} {module.name}", file=sys.stderr)
@@ -126,21 +143,26 @@ def measure(modules: Sequence[Path], configs: Sequence[Config], reps: int, timeo
 def markdown(configs: Sequence[Config], modules: int, reps: int) -> str:
     """The results table."""
     base = sum(configs[0].seconds)
+    base_cpu = sum(configs[0].cpu_seconds)
     lines = [
         f"Compile time of {modules} held-out modules with `opt-22 -passes='default<Oz>'`, "
         f"median of {reps} runs per module, summed ({platform.node()}, "
         f"{time.strftime('%Y-%m-%d %H:%M')}).",
         "",
-        "| configuration | opt time (s) | vs stock | target | .text bytes | vs stock |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| configuration | opt time (s) | vs stock | opt CPU (s) | vs stock | target "
+        "| .text bytes | vs stock |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for c in configs:
         total = sum(c.seconds)
         ratio = total / base if base else 0.0
+        cpu = sum(c.cpu_seconds)
+        cpu_ratio = cpu / base_cpu if base_cpu else 0.0
         target = f"<= {c.target:.2f}x" if c.target else ""
         size = (c.text_bytes / configs[0].text_bytes - 1) * 100 if configs[0].text_bytes else 0
         lines.append(
-            f"| {c.name} | {total:.2f} | {ratio:.2f}x | {target} | {c.text_bytes} | {size:+.2f}% |"
+            f"| {c.name} | {total:.2f} | {ratio:.2f}x | {cpu:.2f} | {cpu_ratio:.2f}x | {target} "
+            f"| {c.text_bytes} | {size:+.2f}% |"
         )
     return "\n".join(lines) + "\n"
 
@@ -153,6 +175,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--smoke", action="store_true", help="2 modules once: correctness only")
     p.add_argument("--no-tfaot", action="store_true", help="leave the TF AOT runner out")
+    p.add_argument("--modules", type=int, default=None, help="only the first N held-out modules")
+    p.add_argument(
+        "--baseline-build-dir",
+        type=Path,
+        default=None,
+        help="also run the in-process runners with this build's plugin (e.g. one from before "
+        "a change), interleaved with the others so that both see the same machine load",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     p.add_argument("--timeout", type=float, default=600)
     args = p.parse_args(argv)
@@ -162,11 +192,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     manifest = load_manifest(args.corpus or default_corpus_dir())
     modules = [m.bitcode_path for m in manifest.ok_modules(split="heldout")]
     reps = args.reps
+    if args.modules is not None:
+        modules = modules[: args.modules]
     if args.smoke:
         modules, reps = modules[:2], 1
     plugin = args.build_dir / "lib" / "MLBridgeLLVMPlugin.so"
-    if not plugin.is_file():
-        p.error(f"{plugin} is not built: run `make build`")
+    plugins = [plugin]
+    if args.baseline_build_dir is not None:
+        plugins.append(args.baseline_build_dir / "lib" / "MLBridgeLLVMPlugin.so")
+    for path in plugins:
+        if not path.is_file():
+            p.error(f"{path} is not built: run `make build`")
     builtin = BUILTIN_MODELS[0]
     policy = LinearPolicy.load(builtin.policy_path)
     with tempfile.TemporaryDirectory(prefix="mlbridge-bench-model-") as tmp:
@@ -190,6 +226,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                     target=TARGET_IN_PROCESS,
                 )
             )
+        if args.baseline_build_dir is not None:
+            base_ml = [f"-load-pass-plugin={plugins[1]}", "-passes=default<Oz>"]
+            label = f"[baseline {args.baseline_build_dir.name}]"
+            configs.append(
+                Config(
+                    f"ML advisor, ONNX Runtime ({builtin.name}) {label}",
+                    [*base_ml, f"-mlbridge-inline-model={onnx_model}"],
+                    target=TARGET_IN_PROCESS,
+                )
+            )
+            if not args.no_tfaot:
+                configs.append(
+                    Config(
+                        f"ML advisor, TF AOT ({builtin.name}) {label}",
+                        [*base_ml, f"-mlbridge-inline-model={aot}"],
+                        target=TARGET_IN_PROCESS,
+                    )
+                )
         counter = AgreementCounter(policy)
         configs.append(
             Config(
@@ -221,7 +275,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
-    stamp = "smoke-" if args.smoke else ""
+    # Runs on part of the corpus are kept under their own name, never as "latest".
+    partial = args.smoke or args.modules is not None
+    stamp = "smoke-" if args.smoke else "partial-" if args.modules is not None else ""
     stamp += time.strftime("%Y%m%d-%H%M%S")
     result: dict[str, Any] = {
         "machine": {"node": platform.node(), "python": platform.python_version()},
@@ -230,13 +286,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "agreement_with_default": agreement,
         "decisions": counter.decisions // runs,
         "configurations": [
-            {"name": c.name, "seconds": c.seconds, "text_bytes": c.text_bytes, "target": c.target}
+            {
+                "name": c.name,
+                "seconds": c.seconds,
+                "cpu_seconds": c.cpu_seconds,
+                "text_bytes": c.text_bytes,
+                "target": c.target,
+            }
             for c in configs
         ],
     }
     (args.out / f"inliner-compile-{stamp}.json").write_text(json.dumps(result, indent=2))
     (args.out / f"inliner-compile-{stamp}.md").write_text(table)
-    if not args.smoke:
+    if not partial:
         (args.out / "inliner-compile-latest.md").write_text(table)
     return 0
 

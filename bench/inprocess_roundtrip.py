@@ -35,6 +35,7 @@ writes the JSON where asked); the Markdown also goes to
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import platform
@@ -49,8 +50,10 @@ from typing import Any
 
 import numpy as np
 
+from mlbridge.bench.stats import WIDE_SPREAD, spread_stats
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from roundtrip import WIDE_SPREAD, weights  # noqa: E402
+from roundtrip import weights  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BINARY = "mlbridge-bench-inprocess"
@@ -103,6 +106,13 @@ def write_onnx(path: Path, w: np.ndarray) -> None:
 def make_models(models: Path, sizes: list[int], need_aot: bool) -> None:
     """Makes every missing ``dense<L>.onnx`` and (if ``need_aot``) ``dense<L>.so``."""
     models.mkdir(parents=True, exist_ok=True)
+    # One run at a time makes the models: `mlbridge aot` stages files in the folder.
+    with open(models / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _make_models_locked(models, sizes, need_aot)
+
+
+def _make_models_locked(models: Path, sizes: list[int], need_aot: bool) -> None:
     w = weights(max(sizes))
     for length in sizes:
         if not (models / f"dense{length}.onnx").is_file():
@@ -150,16 +160,6 @@ def run_binary(binary: Path, args: list[str], timeout: float) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
-def _stats(values: list[float]) -> dict[str, float]:
-    med = statistics.median(values)
-    return {
-        "median": med,
-        "min": min(values),
-        "max": max(values),
-        "spread": (max(values) - min(values)) / med if med > 0 else 0.0,
-    }
-
-
 def measure_sweep(
     binary: Path, models: Path, modes: list[str], sizes: list[int], rounds: int, reps: int,
     timeout: float,
@@ -185,7 +185,7 @@ def measure_sweep(
     rows = []
     for mode in modes:
         ms = [t * 1000 for t in totals[mode]]
-        stats = _stats(ms)
+        stats = spread_stats(ms)
         rows.append({
             "runner": mode,
             "label": LABELS[mode],
@@ -235,7 +235,7 @@ def measure_threads(
                 "runner": mode,
                 "threads": threads,
                 "median_ms": med,
-                "spread": _stats(walls[(mode, threads)])["spread"],
+                "spread": spread_stats(walls[(mode, threads)])["spread"],
                 "speedup": one / med,
             })  # fmt: skip
         _log(f"threads {LABELS[mode]:<48} speed-up on 2 threads {rows[-1]['speedup']:.2f}x")

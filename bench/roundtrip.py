@@ -16,7 +16,8 @@ port 0 (the address comes back through a ready file); its floor is a bare gRPC c
 the same service with the floats copied straight into the tensor's ``data`` bytes and a
 bare Python servicer (``np.frombuffer`` + the layer, 4 bytes back), no mlbridge SerDes on
 either side. A long run of many small queries measures peak RSS and RSS growth of both
-processes.
+processes. The model process runs numpy's BLAS single-threaded (``MODEL_ENV``), so that
+idle BLAS workers neither spin on the compiler side's core nor inflate its CPU time.
 
     .venv/bin/python bench/roundtrip.py              # full run (``make bench-roundtrip``)
     .venv/bin/python bench/roundtrip.py --quick      # fewer repetitions and memory queries
@@ -47,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from mlbridge.bench.stats import WIDE_SPREAD, spread_stats
 from mlbridge.compiler.pipe import FifoChannel, PipeCompilerInterface
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,8 +56,11 @@ BINARY = "mlbridge-bench-roundtrip"
 SIZES = [500 * k for k in range(1, 101)]
 SMOKE_SIZES = [1, 7, 33]
 BIAS = np.float32(0.25)
-#: Spread (max - min) / median above which a measurement is flagged as noisy.
-WIDE_SPREAD = 0.25
+#: The model process runs numpy's BLAS on its own thread: OpenBLAS splits a long dot
+#: product over worker threads that then busy-wait for the next one, which on this
+#: 2-core machine takes the compiler side's core and bills the spinning to the model's
+#: CPU time in proportion to the wall time between queries, not to its work.
+MODEL_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 #: The issue's targets (reported, never asserted).
 TARGET_FLOOR_RATIO = 1.3
 TARGET_JSON_SECONDS = 1.1 / 4
@@ -100,6 +105,19 @@ def cpu_seconds() -> float:
     """User + system CPU time of this process so far."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def peak_rss_kib() -> int:
+    """Peak resident set size of this process, KiB (VmHWM).
+
+    Not ``getrusage``'s ``ru_maxrss``: Linux carries it over ``exec`` from the forking
+    process, so a model process would report the driver's peak.
+    """
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return -1
 
 
 def rss_kib() -> int:
@@ -286,9 +304,8 @@ def serve_model(mode: str, base: str, max_len: int, warmup: int, timeout: float)
         out = _serve_fifo(base, w, warmup, timeout)
     else:
         out = _serve_pipe(base, mode, w, warmup, timeout)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
     out["rss_kib_end"] = rss_kib()
-    out["peak_rss_kib"] = usage.ru_maxrss
+    out["peak_rss_kib"] = peak_rss_kib()
     print(json.dumps(out), flush=True)
     return 0
 
@@ -314,7 +331,7 @@ def _run_grpc_session(
         model = subprocess.Popen(
             [sys.executable, __file__, "--serve-model", mode, "--base", ready,
              "--max-len", str(max(sizes)), "--warmup", str(warmup), "--timeout", str(timeout)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, **MODEL_ENV},
         )  # fmt: skip
         try:
             address = wait_for_ready_file(ready, timeout, alive=lambda: model.poll() is None)
@@ -356,7 +373,7 @@ def run_session(
         model = subprocess.Popen(
             [sys.executable, __file__, "--serve-model", mode, "--base", base,
              "--max-len", str(max(sizes)), "--warmup", str(warmup), "--timeout", str(timeout)],
-            stdout=subprocess.PIPE,
+            stdout=subprocess.PIPE, env={**os.environ, **MODEL_ENV},
         )  # fmt: skip
         try:
             compiler = subprocess.Popen(
@@ -378,16 +395,6 @@ def run_session(
             f"{model.returncode} (see their messages above)"
         )
     return {"compiler": json.loads(c_out), "model": json.loads(m_out)}
-
-
-def _stats(values: list[float]) -> dict[str, float]:
-    med = statistics.median(values)
-    return {
-        "median": med,
-        "min": min(values),
-        "max": max(values),
-        "spread": (max(values) - min(values)) / med if med > 0 else 0.0,
-    }
 
 
 def measure(
@@ -415,7 +422,7 @@ def measure(
         per_size = np.median(np.array([r["per_size_seconds"] for r in rs]), axis=0)
         out[mode] = {
             "label": TRANSPORTS[mode].label,
-            "total_seconds": _stats(totals),
+            "total_seconds": spread_stats(totals),
             "runs": totals,
             "compiler_cpu_seconds": statistics.median(r["cpu_seconds"] for r in rs),
             "model_cpu_seconds": statistics.median(model_cpu[mode]),
@@ -476,7 +483,11 @@ def markdown(result: dict[str, Any]) -> str:
         "one float32 out (a dense layer in numpy); every answer checked by the C++ side. "
         f"Total time of the queries (C++ clock), {meta['reps']} repetitions: median, min, "
         "max, spread = (max - min) / median. CPU: median user + system time of each process "
-        "over the queries (less sensitive to scheduling than the wall clock).",
+        "over the queries (less sensitive to scheduling than the wall clock). The model "
+        "process runs numpy's BLAS single-threaded (`"
+        + " ".join(f"{k}={v}" for k, v in meta.get("model_env", {}).items())
+        + "`): worker threads spinning between dot products would take the compiler "
+        "side's core.",
         "",
         "| transport | median (ms) | min (ms) | max (ms) | spread | × floor "
         "| C++ CPU (ms) | Python CPU (ms) |",
@@ -611,6 +622,7 @@ def main(argv: list[str]) -> int:
             "queries": len(sizes),
             "reps": reps,
             "smoke": args.smoke,
+            "model_env": MODEL_ENV,
         },
         "sweep": sweep,
         "memory": memory,

@@ -53,13 +53,18 @@ if(IS_DIRECTORY ${PROJECT_BINARY_DIR}/include/mlbridge)
     FILES_MATCHING PATTERN "*.h" PATTERN "*.inc")
 endif()
 
-# Plugins, same file names as in the build tree. Installed plugins find
-# libonnxruntime.so.1 where this build found it, as the build-tree ones do.
+# Plugins, with libMLBridgePluginRuntime.so and the runner modules, into one
+# folder under the same file names as in the build tree: the plugins find
+# the plugin runtime through $ORIGIN, and it finds the modules beside itself
+# (docs/plugins.md, "Runner modules"). The ONNX module finds
+# libonnxruntime.so.1 where this build found it, as in the build tree.
 if(MLBRIDGE_BUILD_PLUGINS AND MLBRIDGE_PLUGIN_TARGETS)
-  if(MLBRIDGE_ENABLE_ONNX)
+  set_property(TARGET ${MLBRIDGE_PLUGIN_TARGETS} APPEND PROPERTY
+    INSTALL_RPATH "$ORIGIN")
+  if(MLBRIDGE_ENABLE_ONNX AND TARGET MLBridgeRunnerOnnx)
     get_filename_component(_mlbridge_plugin_ort_dir
       "${MLBRIDGE_ONNXRUNTIME_LIBRARY}" DIRECTORY)
-    set_property(TARGET ${MLBRIDGE_PLUGIN_TARGETS} APPEND PROPERTY
+    set_property(TARGET MLBridgeRunnerOnnx APPEND PROPERTY
       INSTALL_RPATH "${_mlbridge_plugin_ort_dir}")
   endif()
   install(TARGETS ${MLBRIDGE_PLUGIN_TARGETS}

@@ -368,12 +368,35 @@ COMMANDS: list[Command] = [
         ),
     ),
     _lazy_command(
+        "ir2vec",
+        "mlbridge.ir2vec.cli",
+        help="build an IR2Vec vocabulary for LLVM 22's IR2Vec (llvm-ir2vec triplets, TransE)",
+        description=(
+            "IR2Vec vocabularies (docs/phase-order.md): 'mlbridge ir2vec vocab' runs "
+            "llvm-ir2vec in triplet mode over LLVM IR (default: the corpus), trains entity "
+            "embeddings with TransE in numpy and writes the JSON LLVM's IR2Vec reads; "
+            "--register keeps it in the model registry for -mlbridge-phase-order-ir2vec-vocab."
+        ),
+    ),
+    _lazy_command(
         "train",
         "mlbridge.train.cli",
         help="train a pass's policy on the corpus (inliner: code size against stock -Oz)",
         description=(
             "Train the policies mlbridge's passes ship with, against the real compiler: "
             "'mlbridge train inliner' (docs/inliner.md)."
+        ),
+    ),
+    _lazy_command(
+        "bench",
+        "mlbridge.bench.cli",
+        help="run every benchmark on this machine; JSON, Markdown and PNG report",
+        description=(
+            "The one-command benchmark report (docs/bench.md): the paper's round-trip sweep "
+            "on every runner from three hosts (C API program, opt-22 pass, mlir-opt-22 pass) "
+            "beside their floors, in-process runners, thread scaling, memory, and the "
+            "compile-time overhead of the ML inliner (and phase ordering when available). "
+            "Writes bench/results/report-<time>.{json,md} and PNG plots."
         ),
     ),
 ]

@@ -39,6 +39,8 @@ std::optional<ModelKind> parseModelKind(StringRef Name) {
     return ModelKind::Onnx;
   if (Name == "tfaot")
     return ModelKind::TFAOT;
+  if (Name == "ir2vec-vocab")
+    return ModelKind::IR2VecVocab;
   return std::nullopt;
 }
 
@@ -130,10 +132,15 @@ Expected<RegisteredModel> modelAtPath(StringRef Path) {
     Model.Kind = ModelKind::Onnx;
     return Model;
   }
+  if (Ext == ".json") {
+    Model.Kind = ModelKind::IR2VecVocab;
+    return Model;
+  }
   if (Ext != ".so")
     return makeError("cannot tell which runner loads " + Path +
-                     ": expected an ONNX model (.onnx) or a TF AOT shared "
-                     "object (.so, built by `mlbridge aot`)");
+                     ": expected an ONNX model (.onnx), a TF AOT shared "
+                     "object (.so, built by `mlbridge aot`) or an IR2Vec "
+                     "vocabulary (.json)");
   Model.Kind = ModelKind::TFAOT;
   if (Error E = checkSharedObject(Path))
     return E;
@@ -177,6 +184,8 @@ StringRef modelKindName(ModelKind Kind) {
     return "onnx";
   case ModelKind::TFAOT:
     return "tfaot";
+  case ModelKind::IR2VecVocab:
+    return "ir2vec-vocab";
   }
   llvm_unreachable("unknown ModelKind");
 }
@@ -251,7 +260,8 @@ static Expected<RegisteredModel> parseModelJSON(StringRef Text,
   std::optional<ModelKind> Kind = parseModelKind(*KindName);
   if (!Kind)
     return makeError(Where + ": unknown kind '" + *KindName +
-                     "' (expected onnx or tfaot)");
+                     "' (expected onnx or tfaot); an IR2Vec vocabulary is "
+                     "kind ir2vec-vocab");
   Model.Kind = *Kind;
 
   std::optional<StringRef> File = O->getString("file");
@@ -266,15 +276,20 @@ static Expected<RegisteredModel> parseModelJSON(StringRef Text,
     return makeError("cannot make " + FilePath + " absolute: " + EC.message());
   Model.Path = std::string(FilePath);
 
-  Expected<std::vector<TensorSpec>> Inputs =
-      readSpecList(*O, "features", Where);
-  if (!Inputs)
-    return Inputs.takeError();
-  Expected<std::vector<TensorSpec>> Outputs = readSpecList(*O, "advice", Where);
-  if (!Outputs)
-    return Outputs.takeError();
-  Model.Inputs = std::move(*Inputs);
-  Model.Outputs = std::move(*Outputs);
+  // A vocabulary has no tensors; Python writes it without spec lists.
+  if (Model.Kind != ModelKind::IR2VecVocab || O->get("features") ||
+      O->get("advice")) {
+    Expected<std::vector<TensorSpec>> Inputs =
+        readSpecList(*O, "features", Where);
+    if (!Inputs)
+      return Inputs.takeError();
+    Expected<std::vector<TensorSpec>> Outputs =
+        readSpecList(*O, "advice", Where);
+    if (!Outputs)
+      return Outputs.takeError();
+    Model.Inputs = std::move(*Inputs);
+    Model.Outputs = std::move(*Outputs);
+  }
 
   RecordedSize = -1;
   if (const json::Value *Recorded = O->get("size")) {
@@ -355,8 +370,8 @@ std::vector<std::string> listRegisteredModels(StringRef RegistryDir) {
   return Names;
 }
 
-Expected<RegisteredModel> findModel(StringRef NameOrPath,
-                                    StringRef RegistryDir) {
+static Expected<RegisteredModel> findAnyModel(StringRef NameOrPath,
+                                              StringRef RegistryDir) {
   if (NameOrPath.empty())
     return makeError("no model given: pass a registered model name or the "
                      "path of a .onnx or .so file");
@@ -390,6 +405,23 @@ Expected<RegisteredModel> findModel(StringRef NameOrPath,
                    Registry + " (" + namesText(listRegisteredModels(Registry)) +
                    "); register one with `mlbridge models register NAME "
                    "FILE`, or pass the path of a .onnx or .so file");
+}
+
+Expected<RegisteredModel> findModel(StringRef NameOrPath, StringRef RegistryDir,
+                                    ArrayRef<ModelKind> Kinds) {
+  Expected<RegisteredModel> Model = findAnyModel(NameOrPath, RegistryDir);
+  if (!Model || llvm::is_contained(Kinds, Model->Kind))
+    return Model;
+  std::string Expected;
+  for (ModelKind K : Kinds)
+    Expected += (Expected.empty() ? "" : " or ") + modelKindName(K).str();
+  std::string Hint = Model->Kind == ModelKind::IR2VecVocab
+                         ? " (an IR2Vec vocabulary is read by "
+                           "mlbridge-phase-order's -ir2vec-vocab option, not "
+                           "run as a model)"
+                         : "";
+  return makeError("'" + NameOrPath + "' is of kind '" +
+                   modelKindName(Model->Kind) + "', not " + Expected + Hint);
 }
 
 } // namespace mlbridge

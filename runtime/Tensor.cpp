@@ -9,6 +9,8 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Endian.h"
 
+#include <algorithm>
+
 using namespace llvm;
 
 static_assert(llvm::endianness::native == llvm::endianness::little,
@@ -117,8 +119,24 @@ Error TensorValue::reshape(ArrayRef<int64_t> NewShape) {
   if (Type == ElementType::String) {
     Strings.assign(NumElements, std::string());
   } else {
+    size_t OldBytes = NumBytes;
     NumBytes = NumElements * elementSize(Type);
-    Words.assign((NumBytes + 7) / 8, 0);
+    size_t NumWords = (NumBytes + 7) / 8;
+    // A dynamic feature changes its size from one query to the next and the
+    // caller then overwrites every element: keep the storage when it fits
+    // (zeroing only words it did not hold), and grow it geometrically, as
+    // push_back does, so that a size that creeps up reallocates (and faults in
+    // fresh pages) a few times rather than every time.
+    if (NumWords > Words.capacity())
+      Words.reserve(
+          std::max(NumWords, Words.capacity() + Words.capacity() / 2));
+    size_t HeldBytes = Words.size() * 8;
+    Words.resize(NumWords);
+    // resize() zeroes whole new words; the last word held may hold stale bytes
+    // beyond the old count.
+    if (NumBytes > OldBytes && HeldBytes > OldBytes)
+      std::memset(reinterpret_cast<char *>(Words.data()) + OldBytes, 0,
+                  std::min(NumBytes, HeldBytes) - OldBytes);
   }
   return Error::success();
 }

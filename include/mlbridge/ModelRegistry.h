@@ -20,6 +20,7 @@
 
 #include "mlbridge/TensorSpec.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -28,13 +29,21 @@
 
 namespace mlbridge {
 
-/// Which in-process runner loads a model.
+/// What a registered file is: a model for an in-process runner, or data a
+/// pass reads.
 enum class ModelKind {
   Onnx,  ///< An ONNX model file, for OnnxModelRunner.
   TFAOT, ///< A TF AOT shared object from `mlbridge aot`, for TFAOTModelRunner.
+  /// An IR2Vec vocabulary (LLVM's JSON) from `mlbridge ir2vec vocab
+  /// --register`, read by mlbridge-phase-order; not a model a runner loads.
+  IR2VecVocab,
 };
 
-/// "onnx" or "tfaot", as in model.json.
+/// The kinds a model runner loads (findModel()'s default).
+inline constexpr ModelKind RunnableModelKinds[] = {ModelKind::Onnx,
+                                                   ModelKind::TFAOT};
+
+/// "onnx", "tfaot" or "ir2vec-vocab", as in model.json.
 llvm::StringRef modelKindName(ModelKind Kind);
 
 /// A model found by findModel().
@@ -81,9 +90,16 @@ std::vector<std::string> listRegisteredModels(llvm::StringRef RegistryDir);
 /// specs come from the `<stem>.specs.json` sidecar `mlbridge aot` writes, or
 /// are left empty for the runner to read from the model's ABI).
 ///
+/// A path ending in `.json` is an IR2Vec vocabulary.
+///
+/// \p Kinds are the kinds the caller can use (default: the runnable ones); a
+/// model of another kind is an error naming its kind and the ones expected.
+/// A registered `ir2vec-vocab` has no tensor specs (Inputs/Outputs empty).
+///
 /// Errors name the registry folder searched and list the names it has.
-llvm::Expected<RegisteredModel> findModel(llvm::StringRef NameOrPath,
-                                          llvm::StringRef RegistryDir = "");
+llvm::Expected<RegisteredModel>
+findModel(llvm::StringRef NameOrPath, llvm::StringRef RegistryDir = "",
+          llvm::ArrayRef<ModelKind> Kinds = RunnableModelKinds);
 
 } // namespace mlbridge
 

@@ -213,8 +213,9 @@ public:
     return TensorRef(Name, Type, Shape, bytes());
   }
 
-  /// Changes the shape, reallocating (zero-filled) storage if the element
-  /// count changes. Pointers into the old storage are then invalid.
+  /// Changes the shape. If the element count changes, numeric elements up to
+  /// the smaller count keep their bytes and the others are zero (string
+  /// elements all become empty), and pointers into the storage are invalid.
   llvm::Error reshape(llvm::ArrayRef<int64_t> NewShape);
 
   /// Returns an error naming the tensor if \p Expected is not its type.

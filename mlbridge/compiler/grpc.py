@@ -124,6 +124,8 @@ class Observation(dict[str, np.ndarray[Any, np.dtype[Any]]]):
         self.context = context
         self.advice = advice
         self.tensors = tensors
+        # Set by _observation_from_proto: the replies' shortcut (_reply_for).
+        self._advice_entry: _AdviceEntry | None = None
 
     def __repr__(self) -> str:
         return (
@@ -132,22 +134,51 @@ class Observation(dict[str, np.ndarray[Any, np.dtype[Any]]]):
         )
 
 
-def _observation_from_proto(msg: Any, limits: DecodeLimits) -> Observation:
-    """Build an :class:`Observation` from a ``mlbridge.v1.Observation``, checking it."""
-    if not msg.HasField("advice"):
-        raise MLBridgeError("the observation has no advice spec")
-    a = msg.advice
+#: Advice specs remembered per cache (the compiler sends the same one with every call).
+_MAX_CACHED_SPECS = 64
+
+#: An advice spec and, if its reply may be given as a bare numpy scalar (one numeric
+#: element), that scalar's type; the spec's element type number.
+_AdviceEntry = tuple[TensorSpec, type | None, int]
+
+
+def _advice_entry(a: Any) -> _AdviceEntry:
     try:
         advice = TensorSpec(a.name, ElementType(a.type), tuple(a.shape), a.port)
     except ValueError as e:
         raise MLBridgeError(f"the observation's advice spec is invalid: {e}") from None
+    scalar = None
+    if advice.type.itemsize and not advice.is_dynamic and advice.element_count == 1:
+        scalar = advice.type.numpy_dtype.type
+    return advice, scalar, advice.type.value
+
+
+def _observation_from_proto(
+    msg: Any, limits: DecodeLimits, specs: dict[tuple[Any, ...], _AdviceEntry] | None = None
+) -> Observation:
+    """Build an :class:`Observation` from a ``mlbridge.v1.Observation``, checking it.
+
+    ``specs`` caches the advice specs already checked, by their fields.
+    """
+    if not msg.HasField("advice"):
+        raise MLBridgeError("the observation has no advice spec")
+    a = msg.advice
+    key = (a.name, a.type, tuple(a.shape), a.port)
+    entry = None if specs is None else specs.get(key)
+    if entry is None:
+        entry = _advice_entry(a)
+        if specs is not None and len(specs) < _MAX_CACHED_SPECS:
+            specs[key] = entry
+    advice = entry[0]
     features = msg.features
     if features.kind != tensor_pb2.MESSAGE_KIND_OBSERVATION:
         raise MLBridgeError(f"the features message has kind {features.kind}, not observation")
     limits.check_tensor_count(len(features.tensors), 0)
     where = f"observation {features.id}"
     tensors = tuple(tensor_from_proto(t, where, limits, 0) for t in features.tensors)
-    return Observation(features.id, msg.context, advice, tensors)
+    obs = Observation(features.id, msg.context, advice, tensors)
+    obs._advice_entry = entry
+    return obs
 
 
 def _advice_tensor(advice: object, spec: TensorSpec) -> Tensor:
@@ -177,6 +208,23 @@ def _advice_message(tensor: Tensor, id: int) -> Any:
     return msg
 
 
+def _reply_for(obs: Observation, advice: object) -> Any:
+    """The advice message answering ``obs``; raises as :func:`_advice_tensor`."""
+    entry = obs._advice_entry
+    if entry is not None and type(advice) is entry[1]:
+        # Exactly the advice's one-element type (np.float32(y)): nothing to convert or
+        # check, its bytes are the data (what tensor_to_proto would write).
+        spec = entry[0]
+        msg = tensor_pb2.TensorMessage(kind=tensor_pb2.MESSAGE_KIND_ADVICE, id=obs.id)
+        t = msg.tensors.add()
+        t.name = spec.name
+        t.type = entry[2]
+        t.shape.extend(spec.shape)
+        t.data = advice.tobytes()  # type: ignore[attr-defined]
+        return msg
+    return _advice_message(_advice_tensor(advice, obs.advice), obs.id)
+
+
 # -- inference: the model server ------------------------------------------------------
 
 
@@ -185,6 +233,7 @@ class _ModelServicer(pb_grpc.ModelServiceServicer):
         self._policy = policy
         self._limits = limits
         self._lock = threading.Lock() if serialize else None
+        self._specs: dict[tuple[Any, ...], _AdviceEntry] = {}
         self.evaluated = 0
 
     @staticmethod
@@ -197,7 +246,7 @@ class _ModelServicer(pb_grpc.ModelServiceServicer):
         if request.done:
             self._abort(context, grpc.StatusCode.INVALID_ARGUMENT, "Evaluate with done = true")
         try:
-            obs = _observation_from_proto(request, self._limits)
+            obs = _observation_from_proto(request, self._limits, self._specs)
         except MLBridgeError as e:
             self._abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
         try:
@@ -213,7 +262,7 @@ class _ModelServicer(pb_grpc.ModelServiceServicer):
                 f"the policy raised {type(e).__name__} on observation {obs.id}: {e}",
             )
         try:
-            tensor = _advice_tensor(answer, obs.advice)
+            reply = _reply_for(obs, answer)
         except (MLBridgeError, ValueError) as e:
             self._abort(
                 context,
@@ -221,7 +270,7 @@ class _ModelServicer(pb_grpc.ModelServiceServicer):
                 f"the policy's answer to observation {obs.id} does not fit the advice: {e}",
             )
         self.evaluated += 1
-        return _advice_message(tensor, obs.id)
+        return reply
 
 
 class ModelServer(Closing):
@@ -387,6 +436,7 @@ class GrpcCompilerInterface(Closing):
         self.connect_timeout = _check_seconds(connect_timeout, "connect_timeout")
         self._max = _check_bytes(max_message_bytes)
         self._limits = _limits(self._max)
+        self._specs: dict[tuple[Any, ...], _AdviceEntry] = {}
         self._channel = grpc.insecure_channel(
             address,
             options=[
@@ -448,7 +498,7 @@ class GrpcCompilerInterface(Closing):
             self._pending = None
             return None
         try:
-            obs = _observation_from_proto(reply, self._limits)
+            obs = _observation_from_proto(reply, self._limits, self._specs)
         except MLBridgeError as e:
             raise GrpcError(f"the compiler at {self.address} sent a bad observation: {e}") from None
         self._pending = obs
@@ -464,9 +514,9 @@ class GrpcCompilerInterface(Closing):
         obs = self._pending
         if obs is None:
             raise GrpcError("respond() without an observation: call evaluate() first")
-        tensor = _advice_tensor(advice, obs.advice)
+        reply = _reply_for(obs, advice)
         try:
-            self._stub.Act(_advice_message(tensor, obs.id), timeout=self.timeout)
+            self._stub.Act(reply, timeout=self.timeout)
         except grpc.RpcError as e:
             raise self._error("Act", e) from None
         self._pending = None

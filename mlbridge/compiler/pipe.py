@@ -273,11 +273,20 @@ def _open_fifo_writer(
         delay = min(delay * 2, _POLL_MAX)
 
 
+def _next_record() -> str:
+    return "the next record"
+
+
 class _FifoReader:
     """A :class:`~mlbridge.serdes.ByteReader` over a non-blocking FIFO, with deadlines.
 
     Each call waits at most ``timeout`` seconds for each chunk it needs. The end of input
     is the writer closing its end (``read`` returns no bytes after ``poll`` reports it).
+
+    This is the model's per-decision hot path, so it keeps system calls to what the
+    bytes need (a record line and small tensors come in one ``read``; a large tensor is
+    read straight into its array together with whatever follows it, e.g. the record's
+    final newline) and formats the wording of an error only when raising it.
     """
 
     def __init__(
@@ -287,12 +296,15 @@ class _FifoReader:
         self._sink = sink  # gets every consumed byte, in order (capture)
         self._path = path
         self._timeout = timeout
+        self._timeout_ms = max(1, math.ceil(timeout * 1000))
         self._buf = bytearray()
         self._start = 0  # index in _buf of the first unconsumed byte
         self._offset = 0  # stream offset of _buf[_start]
         self._eof = False
         self._poller = select.poll()
         self._poller.register(fd, select.POLLIN)
+        # What a direct read gets beyond the view it fills (it then goes to _buf).
+        self._spare = bytearray(_READ_CHUNK)
 
     @property
     def offset(self) -> int:
@@ -301,99 +313,126 @@ class _FifoReader:
     def _available(self) -> int:
         return len(self._buf) - self._start
 
-    def _fill(self, what: str, size: int = _READ_CHUNK) -> bool:
+    def _timed_out(self, what: str) -> PipeTimeoutError:
+        return PipeTimeoutError(
+            f"{self._path}: nothing from the compiler within {self._timeout:g} s while "
+            f"waiting for {what} (stream offset {self._offset + self._available()})"
+        )
+
+    def _fill(self, what: Callable[[], str], size: int = _READ_CHUNK) -> bool:
         """Read one more chunk (at most ``size`` bytes); False at the end of input.
 
-        Waits at most the timeout.
+        Waits at most the timeout; ``what`` words the timeout error.
         """
         if self._eof:
             return False
-        if self._start and self._start >= len(self._buf) // 2:
+        if self._start and self._start >= len(self._buf) >> 1:
             del self._buf[: self._start]
             self._start = 0
-        chunk = self._read_chunk(size, what)
-        if not chunk:
-            return False
-        self._buf += chunk
-        return True
-
-    def _read_chunk(self, size: int, what: str) -> bytes:
-        """Read at most ``size`` bytes (b"" at the end of input), waiting at most the timeout."""
+        fd, poll = self._fd, self._poller.poll
+        ms = self._timeout_ms
         deadline = time.monotonic() + self._timeout
         while True:
+            # poll() first: the compiler usually has not written the record yet.
+            if poll(ms):
+                try:
+                    chunk = os.read(fd, size)
+                except BlockingIOError:
+                    chunk = None
+                except OSError as e:
+                    raise PipeError(f"{self._path}: read failed: {e.strerror}") from None
+                if chunk is not None:
+                    if not chunk:
+                        self._eof = True
+                        return False
+                    self._buf += chunk
+                    return True
             if time.monotonic() >= deadline:
-                raise PipeTimeoutError(
-                    f"{self._path}: nothing from the compiler within {self._timeout:g} s while "
-                    f"waiting for {what} (stream offset {self._offset + self._available()})"
-                )
-            if not self._poller.poll(_poll_ms(deadline)):
-                continue
-            try:
-                chunk = os.read(self._fd, size)
-            except BlockingIOError:
-                continue
-            except OSError as e:
-                raise PipeError(f"{self._path}: read failed: {e.strerror}") from None
-            if not chunk:
-                self._eof = True
-            return chunk
+                raise self._timed_out(what())
+            ms = _poll_ms(deadline)
 
     def _take(self, n: int) -> bytes:
+        start = self._start
         with memoryview(self._buf) as view:  # one copy, not two
-            data = bytes(view[self._start : self._start + n])
-        self._start += n
+            data = bytes(view[start : start + n])
+        self._start = start + n
         self._offset += n
         if self._sink is not None:
             self._sink(data)
         return data
 
     def at_end(self) -> bool:
-        return self._available() == 0 and not self._fill("the next record", _LINE_CHUNK)
+        if len(self._buf) > self._start:
+            return False
+        return not self._fill(_next_record, _LINE_CHUNK)
 
     def read_exact(self, n: int) -> bytes:
         if n < 0:
             raise ValueError(f"read_exact: negative size {n}")
-        if n - self._available() > _READ_CHUNK and not self._eof:
+        have = len(self._buf) - self._start
+        if have >= n:
+            return self._take(n)
+        if n - have > _READ_CHUNK and not self._eof:
             return self._read_large(n)
-        while self._available() < n:
-            if not self._fill(f"{n} bytes at stream offset {self._offset}"):
-                raise TruncatedInputError(
-                    f"input ends at byte offset {self._offset + self._available()}: needed "
-                    f"{n} bytes from offset {self._offset}, only {self._available()} arrived"
-                )
+        offset = self._offset
+        while have < n:
+            if not self._fill(lambda: f"{n} bytes at stream offset {offset}"):
+                raise self._truncated(n, have)
+            have = len(self._buf) - self._start
         return self._take(n)
 
     def read_into(self, view: memoryview) -> None:
         """Fill ``view`` (bytes) with the next ``len(view)`` bytes, waiting as ``read_exact``.
 
-        Large reads go straight from the FIFO into ``view``; small ones through the line
-        buffer (one ``read`` for many small tensors).
+        What the line buffer holds is copied; the rest is read straight from the FIFO into
+        ``view``, each read also taking what follows (up to a chunk) into the buffer.
         """
         n = len(view)
-        have = self._available()
-        if n - have <= _READ_CHUNK or self._eof:
-            while have < n:
-                if not self._fill(f"{n} bytes at stream offset {self._offset}"):
-                    raise self._truncated(n, have)
-                have = self._available()
-            have = n
+        have = min(len(self._buf) - self._start, n)
         if have:
-            have = min(have, n)
+            start = self._start
             with memoryview(self._buf) as buf:
-                view[:have] = buf[self._start : self._start + have]
-            self._start += have
+                view[:have] = buf[start : start + have]
+            self._start = start + have
             self._offset += have
             if self._sink is not None:
                 self._sink(bytes(view[:have]))
+        if have == n:
+            return
+        offset = self._offset - have  # where the read started
+        if self._eof:
+            self._offset = offset
+            raise self._truncated(n, have)
+        # The buffer is used up: start it afresh with what follows the view.
+        self._buf.clear()
+        self._start = 0
+        spare = self._spare
+        fd, poll = self._fd, self._poller.poll
+        deadline = 0.0
         while have < n:
-            got = self._read_into(view[have:], f"{n} bytes at stream offset {self._offset - have}")
+            try:
+                got = os.readv(fd, [view[have:], spare])
+            except BlockingIOError:
+                if not deadline:
+                    deadline = time.monotonic() + self._timeout
+                elif time.monotonic() >= deadline:
+                    raise self._timed_out(f"{n} bytes at stream offset {offset}") from None
+                poll(_poll_ms(deadline))
+                continue
+            except OSError as e:
+                raise PipeError(f"{self._path}: read failed: {e.strerror}") from None
             if not got:
-                self._offset -= have
+                self._eof = True
+                self._offset = offset
                 raise self._truncated(n, have)
+            deadline = 0.0  # progress: the bound applies to each chunk
+            mine = min(got, n - have)
             if self._sink is not None:
-                self._sink(bytes(view[have : have + got]))
-            have += got
-            self._offset += got
+                self._sink(bytes(view[have : have + mine]))
+            have += mine
+            self._offset += mine
+            if got > mine:
+                self._buf += memoryview(spare)[: got - mine]
 
     def _truncated(self, n: int, have: int) -> TruncatedInputError:
         """The error of a read of ``n`` bytes from the current offset that got ``have``."""
@@ -408,58 +447,24 @@ class _FifoReader:
         The FIFO is read straight into the result (a ``bytearray``): one copy in all.
         """
         out = bytearray(n)
-        have = self._available()
-        if have:
-            out[:have] = self._take(have)
-        sink, self._sink = self._sink, None  # the chunks reach the sink below, in order
-        try:
-            with memoryview(out) as view:
-                while have < n:
-                    what = f"{n} bytes at stream offset {self._offset - have}"
-                    got = self._read_into(view[have:], what)
-                    if not got:
-                        raise TruncatedInputError(
-                            f"input ends at byte offset {self._offset}: needed {n} bytes "
-                            f"from offset {self._offset - have}, only {have} arrived"
-                        )
-                    if sink is not None:
-                        sink(bytes(view[have : have + got]))
-                    have += got
-                    self._offset += got
-        finally:
-            self._sink = sink
+        self.read_into(memoryview(out))
         return out  # type: ignore[return-value]  # bytes-like, and no third copy
-
-    def _read_into(self, view: memoryview, what: str) -> int:
-        """Read straight into ``view`` (0 at the end of input), waiting at most the timeout."""
-        deadline = time.monotonic() + self._timeout
-        while True:
-            try:
-                got = os.readv(self._fd, [view])
-            except BlockingIOError:
-                pass
-            except OSError as e:
-                raise PipeError(f"{self._path}: read failed: {e.strerror}") from None
-            else:
-                if not got:
-                    self._eof = True
-                return got
-            if time.monotonic() >= deadline:
-                raise PipeTimeoutError(
-                    f"{self._path}: nothing from the compiler within {self._timeout:g} s while "
-                    f"waiting for {what} (stream offset {self._offset + self._available()})"
-                )
-            self._poller.poll(_poll_ms(deadline))
 
     def read_line(self, max_len: int) -> bytes:
         scanned = 0
         while True:
-            end = self._buf.find(b"\n", self._start + scanned, self._start + max_len + 1)
+            start = self._start
+            end = self._buf.find(b"\n", start + scanned, start + max_len + 1)
             if end >= 0:
-                line = self._take(end - self._start)
-                self._take(1)
+                with memoryview(self._buf) as view:
+                    line = bytes(view[start:end])
+                self._start = end + 1
+                self._offset += end + 1 - start
+                if self._sink is not None:
+                    self._sink(line)
+                    self._sink(b"\n")
                 return line
-            scanned = self._available()
+            scanned = len(self._buf) - start
             if scanned > max_len:
                 raise LimitExceededError(
                     f"line at byte offset {self._offset} is longer than the limit of "
@@ -468,15 +473,21 @@ class _FifoReader:
             # A record line is usually short and followed by tensor values, which
             # read_into() reads straight into their arrays: stage little of them here.
             size = _LINE_CHUNK if scanned == 0 else _READ_CHUNK
-            if not self._fill(f"the end of the line at stream offset {self._offset}", size):
+            what = lambda o=self._offset: f"the end of the line at stream offset {o}"  # noqa: E731
+            if not self._fill(what, size):
                 raise TruncatedInputError(
                     f"input ends at byte offset {self._offset + self._available()} in a line "
                     f"that started at offset {self._offset} (no terminating newline)"
                 )
 
 
-def _write_all(fd: int, data: bytes, path: Path, timeout: float, what: str) -> None:
-    """Write all of ``data`` to a non-blocking FIFO, each wait bounded by ``timeout``."""
+def _write_all(
+    fd: int, data: bytes, path: Path, timeout: float, what: str | Callable[[], str]
+) -> None:
+    """Write all of ``data`` to a non-blocking FIFO, each wait bounded by ``timeout``.
+
+    ``what`` (or what it returns: worded only for an error) names the data in errors.
+    """
     try:  # the usual case: all of it fits in the pipe at once
         written = os.write(fd, data)
         if written == len(data):
@@ -485,11 +496,13 @@ def _write_all(fd: int, data: bytes, path: Path, timeout: float, what: str) -> N
     except BlockingIOError:
         view = memoryview(data)
     except BrokenPipeError:
+        what = what if isinstance(what, str) else what()
         raise PipeClosedError(
             f"{path}: the compiler closed its end while mlbridge was writing {what}"
         ) from None
     except OSError as e:
         raise PipeError(f"{path}: write failed: {e.strerror}") from None
+    what = what if isinstance(what, str) else what()
     poller = select.poll()
     poller.register(fd, select.POLLOUT)
     while view:
@@ -531,7 +544,7 @@ class Observation(dict[str, np.ndarray[Any, np.dtype[Any]]]):
     """
 
     def __init__(self, message: Message, context: str | None, header: Header) -> None:
-        super().__init__((t.name, t.array) for t in message.tensors)
+        super().__init__([(t.name, t.array) for t in message.tensors])
         self.id = message.id
         self.context = context
         self.header = header
@@ -633,6 +646,7 @@ class PipeCompilerInterface(Closing):
         self.ended = False
         self.require_end = self._serdes.name != "bitstream" if require_end is None else require_end
         self._on_outcome = on_outcome
+        self._raw_scalar_type: type | None = None
         self._outcomes: list[Outcome] = []
         # Observations of the current context that may still get an outcome (only kept
         # when the header has a score spec).
@@ -708,17 +722,30 @@ class PipeCompilerInterface(Closing):
             )
         if self._finished:
             return None
-        self.connect()
-        assert self._reader is not None
+        if self._reader is None:
+            self.connect()
+        reader = self._reader
+        assert reader is not None
+        decode = self._serdes.decode
         while True:
-            start = self._reader.offset
+            start = reader.offset
             try:
-                record = self._serdes.decode(self._reader)
+                record = decode(reader)
             except TruncatedInputError as e:
                 raise PipeClosedError(
                     f"{self.out_path}: the compiler closed the pipe in the middle of a record "
                     f"that started at byte offset {start}: {e}"
                 ) from e
+            header = self.header
+            if (
+                type(record) is Message
+                and record.kind is MessageKind.OBSERVATION
+                and header is not None
+            ):  # the usual case first
+                obs = self._pending = Observation(record, self.context, header)
+                if header.score is not None:
+                    self._sent[record.id] = obs
+                return obs
             if isinstance(record, End):
                 self._finished = True
                 self.ended = True
@@ -733,7 +760,7 @@ class PipeCompilerInterface(Closing):
                     )
                 return None
             if isinstance(record, Header):
-                self.header = record
+                self._set_header(record)
             elif isinstance(record, Context):
                 self.context = record.name
                 self._sent.clear()
@@ -777,6 +804,21 @@ class PipeCompilerInterface(Closing):
         """The outcomes that arrived since the last call, in order (and forget them)."""
         taken, self._outcomes = self._outcomes, []
         return taken
+
+    def _set_header(self, header: Header) -> None:
+        self.header = header
+        spec = header.advice
+        # respond()'s shortcut: with raw replies, a one-element numeric advice given as
+        # its exact numpy scalar type needs no conversion.
+        self._raw_scalar_type = None
+        if (
+            self._raw_replies
+            and spec is not None
+            and spec.type.itemsize
+            and not spec.is_dynamic
+            and spec.element_count == 1
+        ):
+            self._raw_scalar_type = spec.type.numpy_dtype.type
 
     def _advice_tensor(self, advice: object) -> Tensor:
         assert self.header is not None
@@ -832,14 +874,20 @@ class PipeCompilerInterface(Closing):
         obs = self._pending
         if obs is None:
             raise PipeError("respond() without an observation: call evaluate() first")
-        tensor = self._advice_tensor(advice)
-        if self._raw_replies:
-            data = encode_values(tensor)
+        if type(advice) is self._raw_scalar_type and obs.header is self.header:
+            # LLVM's raw reply of a one-element advice given as exactly its numpy type
+            # (np.float32(y)): its bytes are the reply, there is nothing to check.
+            data = advice.tobytes()  # type: ignore[attr-defined]
         else:
-            data = self._serdes.encode(Message(MessageKind.ADVICE, obs.id, (tensor,)))
+            tensor = self._advice_tensor(advice)
+            if self._raw_replies:
+                data = encode_values(tensor)
+            else:
+                data = self._serdes.encode(Message(MessageKind.ADVICE, obs.id, (tensor,)))
         _write_all(
-            self._in_fd, data, self.in_path, self.timeout, f"the advice for observation {obs.id}"
-        )
+            self._in_fd, data, self.in_path, self.timeout,
+            lambda: f"the advice for observation {obs.id}",
+        )  # fmt: skip
         self._pending = None
         self.answered += 1
         if self._capture is not None and self._capture_advice:

@@ -80,11 +80,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     q = sub.add_parser(
         "install-builtin",
-        help="register the models mlbridge ships with (inliner-oz, inliner-oz-aot)",
+        help="register the models mlbridge ships with (inliner-oz, inliner-oz-aot, phase-order-oz)",
         description="Build the built-in models from their training output "
-        "(mlbridge/models/builtin/) and register them: NAME as ONNX and NAME-aot compiled "
-        "ahead of time by TensorFlow (needs the TensorFlow environment; --no-tfaot skips "
-        "it). Models built from the same training output are kept.",
+        "(mlbridge/models/builtin/) and register them: NAME as ONNX, and for the inliner "
+        "also NAME-aot compiled ahead of time by TensorFlow (needs the TensorFlow "
+        "environment; --no-tfaot skips it). Models built from the same training output "
+        "are kept.",
     )
     q.add_argument("--no-tfaot", action="store_true", help="only the ONNX forms")
     _add_registry_argument(q)

@@ -38,6 +38,7 @@ from mlbridge.models.specs import (
     ModelKind,
     ModelSpecs,
     guess_kind,
+    read_ir2vec_vocab_specs,
     read_onnx_specs,
     read_tfaot_specs,
     sidecar_path,
@@ -136,7 +137,7 @@ class RegisteredModel:
 
     Attributes:
         name: The registered name.
-        kind: ``"onnx"`` or ``"tfaot"``.
+        kind: ``"onnx"``, ``"tfaot"`` or ``"ir2vec-vocab"``.
         path: The absolute path of the model file inside the registry.
         sha256: The model file's SHA-256, hex.
         size: The model file's size in bytes.
@@ -206,7 +207,9 @@ class RegisteredModel:
             raise RegistryError(f"{where} names the model {name!r}, not {folder.name!r}")
         kind = get("kind", str)
         if kind not in MODEL_KINDS:
-            raise RegistryError(f"{where}: unknown kind {kind!r} (expected onnx or tfaot)")
+            raise RegistryError(
+                f"{where}: unknown kind {kind!r} (expected {', '.join(MODEL_KINDS)})"
+            )
         file = get("file", str)
         if not file or "/" in file or file in (".", ".."):
             raise RegistryError(f"{where}: 'file' must be a file name inside {folder}")
@@ -375,7 +378,8 @@ class Registry:
         Args:
             name: The name to register it as (see :func:`check_model_name`).
             file: The model file: an ``.onnx`` model or a TF AOT ``.so``.
-            kind: ``"onnx"`` or ``"tfaot"``; default: from the file name or its bytes.
+            kind: ``"onnx"``, ``"tfaot"`` or ``"ir2vec-vocab"`` (never guessed); default:
+                from the file name or its bytes.
             specs: TF AOT only: the specs file; default: the sidecar beside the ``.so``.
             force: Replace a model already registered as ``name``.
             description: Stored in ``model.json`` and shown by ``mlbridge models show``.
@@ -399,21 +403,25 @@ class Registry:
                     "--kind onnx or --kind tfaot"
                 )
         if kind not in MODEL_KINDS:
-            raise RegistryError(f"unknown model kind {kind!r} (expected onnx or tfaot)")
+            raise RegistryError(f"unknown model kind {kind!r} (expected {', '.join(MODEL_KINDS)})")
         if source.name == MODEL_JSON:
             raise RegistryError(
                 f"cannot register {source}: the registry keeps its own {MODEL_JSON} beside "
                 "the model file; rename the model file (e.g. model.onnx)"
             )
-        if kind == "onnx" and specs is not None:
+        if kind != "tfaot" and specs is not None:
             raise RegistryError(
-                "--specs is for TF AOT models; an ONNX model's specs are read from the file"
+                "--specs is for TF AOT models; other kinds carry their specs in the file"
             )
         # Read the specs before taking the lock: refusing a bad file needs no lock.
         try:
-            model_specs: ModelSpecs = (
-                read_onnx_specs(source) if kind == "onnx" else read_tfaot_specs(source, specs)
-            )
+            model_specs: ModelSpecs
+            if kind == "ir2vec-vocab":
+                model_specs = read_ir2vec_vocab_specs(source)
+            elif kind == "onnx":
+                model_specs = read_onnx_specs(source)
+            else:
+                model_specs = read_tfaot_specs(source, specs)
         except MLBridgeError as e:
             raise RegistryError(f"cannot register {name!r}: {e}") from None
 

@@ -23,6 +23,7 @@ __all__ = [
     "ModelKind",
     "ModelSpecs",
     "guess_kind",
+    "read_ir2vec_vocab_specs",
     "read_onnx_specs",
     "read_specs_file",
     "read_tfaot_abi_specs",
@@ -30,9 +31,10 @@ __all__ = [
     "sidecar_path",
 ]
 
-#: The kinds of model file the registry keeps.
-ModelKind = Literal["onnx", "tfaot"]
-MODEL_KINDS: tuple[str, ...] = ("onnx", "tfaot")
+#: The kinds of model file the registry keeps. ``ir2vec-vocab`` is an IR2Vec vocabulary
+#: (``mlbridge ir2vec vocab``), data for a pass rather than a runnable model.
+ModelKind = Literal["onnx", "tfaot", "ir2vec-vocab"]
+MODEL_KINDS: tuple[str, ...] = ("onnx", "tfaot", "ir2vec-vocab")
 
 #: The file-name suffix of the specs sidecar ``mlbridge aot`` writes beside ``NAME.so``.
 SIDECAR_SUFFIX = ".specs.json"
@@ -92,6 +94,29 @@ def guess_kind(path: Path) -> ModelKind | None:
     except OSError:
         return None
     return "tfaot" if head == _ELF_MAGIC else None
+
+
+def read_ir2vec_vocab_specs(path: Path) -> ModelSpecs:
+    """Check that ``path`` is an IR2Vec vocabulary; it has no tensor specs.
+
+    LLVM 22's JSON has the sections ``Opcodes``, ``Types`` and ``Arguments``, each an
+    object of entity name to number list. Both spec lists returned are empty.
+
+    Raises:
+        ModelFileError: If it is not one.
+    """
+    try:
+        obj = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as e:
+        raise ModelFileError(f"{path} is not an IR2Vec vocabulary: {e}") from None
+    for key in ("Opcodes", "Types", "Arguments"):
+        section = obj.get(key) if isinstance(obj, dict) else None
+        if not isinstance(section, dict) or not section:
+            raise ModelFileError(
+                f"{path} is not an IR2Vec vocabulary: no {key!r} section (make one with "
+                "`mlbridge ir2vec vocab`)"
+            )
+    return ModelSpecs((), ())
 
 
 def sidecar_path(shared_object: Path) -> Path:

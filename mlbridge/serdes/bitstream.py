@@ -27,7 +27,7 @@ from mlbridge.serdes.base import SerDes, check_id
 from mlbridge.serdes.reader import ByteReader, RecyclingBuffer
 from mlbridge.serdes.records import Context, End, Header, Message, MessageKind, Record
 from mlbridge.tensor import Tensor
-from mlbridge.tensor_spec import ElementType, TensorSpec
+from mlbridge.tensor_spec import DYNAMIC, ElementType, TensorSpec
 
 __all__ = ["BitstreamSerDes"]
 
@@ -44,7 +44,7 @@ _POOLED = 4096
 class _Plan:
     """How to read the tensors of one message kind of one header (numeric, not bool)."""
 
-    __slots__ = ("dtypes", "dynamic", "itemsizes", "names", "shapes", "specs", "types")
+    __slots__ = ("dtypes", "dynamic", "itemsizes", "names", "shapes", "sizes", "specs", "types")
 
     def __init__(self, specs: tuple[TensorSpec, ...]) -> None:
         self.specs = specs
@@ -55,6 +55,11 @@ class _Plan:
         self.shapes = tuple(tuple(s.shape) for s in specs)
         #: Indices of the specs with a dynamic dimension.
         self.dynamic = tuple(i for i, s in enumerate(specs) if s.is_dynamic)
+        #: Bytes of each tensor's values (0 for a dynamic one: they depend on the message).
+        self.sizes = tuple(
+            0 if s.is_dynamic else math.prod(s.shape) * n
+            for s, n in zip(specs, self.itemsizes, strict=True)
+        )
 
 
 def encode_values(tensor: Tensor) -> bytes:
@@ -166,7 +171,14 @@ class BitstreamSerDes(SerDes):
             return None
         offset = reader.offset
         line = reader.read_line(self.limits.max_message_bytes)
-        obj = _lines.parse_line(line, offset)
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            obj = None
+        if type(obj) is not dict or not obj:
+            obj = _lines.parse_line(line, offset)  # raises, with the wording
+        if next(iter(obj)) in _KINDS:  # a message: the per-decision case comes first
+            return self._decode_message(obj, reader, offset, len(line) + 1)
         if "features" in obj:
             self.read_header = _lines.parse_header(obj, offset, self.limits)
             return self.read_header
@@ -195,22 +207,19 @@ class BitstreamSerDes(SerDes):
 
     def _decode_fast(
         self, plan: _Plan, kind: MessageKind, msg_id: int, shapes_obj: object,
-        reader: Any, budget: int, offset: int,
+        reader: Any, offset: int, used: int,
     ) -> Message | None:  # fmt: skip
         """Read a message of numeric tensors straight into arrays.
 
         Returns ``None``, having consumed nothing, if anything is unusual: the generic
-        path then reads the message and words the error.
+        path then reads the message and words the error. This is the model's
+        per-decision hot path: the checks are the generic path's, written out flat.
         """
-
-        def where() -> str:
-            return f"{kind.value} {msg_id} at byte offset {offset}"
-
-        limits = self.limits
         if shapes_obj is None:
             if plan.dynamic:
                 return None
             shapes = plan.shapes
+            sizes = plan.sizes
         else:
             if (
                 not plan.dynamic
@@ -219,59 +228,64 @@ class BitstreamSerDes(SerDes):
             ):
                 return None
             shapes = list(plan.shapes)
+            sizes = list(plan.sizes)
+            max_dim = self.limits.max_dim  # the rank is the spec's, which the header bounds
             for i in plan.dynamic:
                 shape = shapes_obj.get(plan.names[i])
-                if (
-                    type(shape) is not list
-                    or len(shape) > limits.max_rank
-                    or any(type(d) is not int or d > limits.max_dim for d in shape)
-                    or not plan.specs[i].matches(shape)
-                ):
+                spec_shape = plan.shapes[i]
+                if type(shape) is not list or len(shape) != len(spec_shape):
                     return None
-                shapes[i] = tuple(shape)
-        sizes = []
+                for d, s in zip(shape, spec_shape, strict=True):
+                    if type(d) is not int or not 0 <= d <= max_dim or (s != d and s != DYNAMIC):
+                        return None
+                shapes[i] = shape = tuple(shape)
+                sizes[i] = math.prod(shape) * plan.itemsizes[i]
         total = pooled = 0
-        for shape, item in zip(shapes, plan.itemsizes, strict=True):
-            n = math.prod(shape) * item
-            sizes.append(n)
+        for n in sizes:
             total += n
             if n >= _POOLED:
-                pooled += RecyclingBuffer.padded(n)
-        if total > budget:
+                pooled += (n + 7) & ~7  # RecyclingBuffer.padded
+        if total > self.limits.max_message_bytes - used:
             return None
         pool = self._values
         if pooled:
             pool.start_message(pooled)
         tensors = []
         read_into = reader.read_into
+        trusted = Tensor._trusted
+        start = offset + used  # of each tensor's values in the stream
         for name, etype, dtype, shape, size in zip(
             plan.names, plan.types, plan.dtypes, shapes, sizes, strict=True
         ):
-            start = reader.offset
             try:
                 if size >= _POOLED:
                     out = pool.take(size)
                     read_into(memoryview(out))
-                    array = out.view(dtype).reshape(shape)
+                    array = out.view(dtype)
                 else:  # small: a view of the bytes read (no pool bookkeeping)
-                    array = np.frombuffer(reader.read_exact(size), dtype=dtype).reshape(shape)
+                    array = np.frombuffer(reader.read_exact(size), dtype=dtype)
             except TruncatedInputError as e:  # worded as _read_tensor words it
                 raise TruncatedInputError(
-                    f"{where()}: tensor {name!r} ({etype.llvm_name}{list(shape)}) starting "
-                    f"at byte offset {start}: {e}"
+                    f"{kind.value} {msg_id} at byte offset {offset}: tensor {name!r} "
+                    f"({etype.llvm_name}{list(shape)}) starting at byte offset {start}: {e}"
                 ) from None
-            tensors.append(Tensor._trusted(name, etype, array))
-        end_offset = reader.offset
+            if len(shape) != 1:
+                array = array.reshape(shape)
+            tensors.append(trusted(name, etype, array))
+            start += size
+        end_offset = start
         try:
             newline = reader.read_exact(1)
         except TruncatedInputError:
             raise TruncatedInputError(
-                f"{where()}: input ends at byte offset {end_offset} before the final newline"
+                f"{kind.value} {msg_id} at byte offset {offset}: input ends at byte offset "
+                f"{end_offset} before the final newline"
             ) from None
         if newline != b"\n":
             raise MalformedInputError(
-                f"{where()}: expected the final newline at byte offset {end_offset}, "
-                f"got {newline!r} (do the values match the header?)"
+                f"{kind.value} {msg_id} at byte offset {offset}: expected the final newline "
+                f"at byte offset {end_offset}, got {newline!r} (do the values match the "
+                "header?)"
             )
         return Message._trusted(kind, msg_id, tuple(tensors))
 
@@ -288,12 +302,14 @@ class BitstreamSerDes(SerDes):
             and (len(obj) == 1 or (len(obj) == 2 and "shapes" in obj))
             and hasattr(reader, "read_into")
         ):
-            plan = self._plan(kind, key)
+            if self._plans_header is self.read_header and key in self._plans:
+                plan = self._plans[key]  # the usual case: no call
+            else:
+                plan = self._plan(kind, key)
             if plan is not None:
                 fast = self._decode_fast(
-                    plan, kind, msg_id, obj.get("shapes"), reader,
-                    self.limits.max_message_bytes - used, offset,
-                )  # fmt: skip
+                    plan, kind, msg_id, obj.get("shapes"), reader, offset, used
+                )
                 if fast is not None:
                     return fast
         key = _lines.message_kind_key(obj, offset)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from google.protobuf.message import DecodeError
 
 from mlbridge.errors import (
@@ -104,8 +105,41 @@ def _spec_from_pb(msg: Any, where: str) -> TensorSpec:
         raise MalformedInputError(f"{where}: {e}") from None
 
 
+#: Numeric element types (not bool: its bytes need a check) by number: type, dtype, itemsize.
+_PLAIN_NUMERIC = {
+    t.value: (t, t.numpy_dtype, t.itemsize)
+    for t in ElementType
+    if t.itemsize and t is not ElementType.BOOL
+}
+
+
 def tensor_from_proto(msg: Any, where: str, limits: DecodeLimits, offset: int) -> Tensor:
     """Build a :class:`Tensor` from a ``mlbridge.v1.Tensor`` message, checking everything."""
+    plain = _PLAIN_NUMERIC.get(msg.type)
+    if plain is not None:
+        # The usual case, checked flat (a gRPC model checks every observation): a named
+        # numeric tensor whose data fills its shape within the limits. Anything else goes
+        # the generic way below, which words the error.
+        name = msg.name
+        shape = tuple(msg.shape)
+        data = msg.data
+        etype, dtype, itemsize = plain
+        count = 1
+        for d in shape:
+            if not 0 <= d <= limits.max_dim:
+                break
+            count *= d
+        else:
+            if (
+                name
+                and len(shape) <= limits.max_rank
+                and len(data) == count * itemsize <= limits.max_message_bytes
+                and not len(msg.strings)
+            ):
+                array = np.frombuffer(data, dtype=dtype)
+                return Tensor._trusted(
+                    name, etype, array if len(shape) == 1 else array.reshape(shape)
+                )
     name = msg.name
     if not name:
         raise MalformedInputError(f"{where}: tensor has an empty name")

@@ -88,9 +88,9 @@ class Message:
     def _trusted(cls, kind: MessageKind, id: int, tensors: tuple[Tensor, ...]) -> Message:
         """Build a message from parts already checked (used by the decoders)."""
         self = cls.__new__(cls)
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "id", id)
-        object.__setattr__(self, "tensors", tensors)
+        # One dict update instead of three frozen-dataclass assignments: this runs
+        # for every decoded message.
+        self.__dict__.update(kind=kind, id=id, tensors=tensors)
         return self
 
     @classmethod

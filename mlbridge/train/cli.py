@@ -58,10 +58,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--output", "-o", required=True, metavar="FILE", help="where to write the policy JSON"
     )
     inl.add_argument("--onnx", metavar="FILE", help="also write the policy as an ONNX model")
+    # --- phase-order (helper potrain): mlbridge.train.phase_order_cli ---
+    from mlbridge.train.phase_order_cli import add_phase_order_parser
+
+    add_phase_order_parser(sub)
+    # --- end phase-order ---
 
 
 def run(args: argparse.Namespace) -> int:
     """Runs ``mlbridge train``."""
+    # --- phase-order (helper potrain) ---
+    if args.problem == "phase-order":
+        from mlbridge.train.phase_order_cli import run_phase_order
+
+        return run_phase_order(args)
+    # --- end phase-order ---
     from mlbridge.cli import CLIError
     from mlbridge.corpus import default_corpus_dir, load_manifest
     from mlbridge.train.inliner import ESConfig, default_jobs, describe, train_inliner

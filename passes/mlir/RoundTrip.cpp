@@ -4,20 +4,18 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/mlir/RoundTrip.h"
+#include "passes/common/RoundTrip.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassRegistry.h"
-
-#include <numeric>
-#include <vector>
 
 using namespace mlir;
 
 namespace mlbridge::passes {
 
 float roundTripInput(int64_t Query, int64_t Index) {
-  return static_cast<float>((Query * 7 + Index * 13) % 101) / 101.0f - 0.5f;
+  return roundtrip::input(Query, Index);
 }
 
 namespace {
@@ -33,7 +31,8 @@ struct RoundTripPass : public ModelGuidedPass<RoundTripPass, ModuleOp> {
   StringRef getDescription() const final {
     return "Round-trip experiment: send 'queries' float vectors of 'length' "
            "values to the model, record its float answers as "
-           "mlbridge.roundtrip_answers";
+           "mlbridge.roundtrip_answers (and each query's seconds as "
+           "mlbridge.roundtrip_seconds); with 'expect', check each one";
   }
 
   LogicalResult initialize(MLIRContext *Ctx) override {
@@ -41,21 +40,21 @@ struct RoundTripPass : public ModelGuidedPass<RoundTripPass, ModuleOp> {
       return emitError(UnknownLoc::get(Ctx))
              << "mlbridge-roundtrip: length must be in [1, 16777216], got "
              << static_cast<unsigned>(Length);
+    if (!roundtrip::parseExpect(ExpectName))
+      return emitError(UnknownLoc::get(Ctx))
+             << "mlbridge-roundtrip: expect must be none, dense or sum, got '"
+             << ExpectName << "'";
     return checkRunnerOptions(Ctx);
   }
 
   void runOnOperation() override {
     ModuleOp Module = getOperation();
-    // The callback runner's model: the sum of the inputs.
-    CallbackModelRunner::Callback Sum =
-        [](llvm::ArrayRef<TensorRef> F) -> llvm::Expected<TensorValue> {
-      llvm::ArrayRef<float> X = F[0].data<float>();
-      return TensorValue::scalar<float>(
-          "output", std::accumulate(X.begin(), X.end(), 0.0f));
-    };
+    // The callback runner's model: the sum of the inputs (the floor).
     llvm::Expected<std::optional<RunnerPool::Lease>> L = Pool->acquire(
-        runnerOptions(), {createSpec<float>("input", {int64_t(Length)})},
-        createSpec<float>("output", {1}), Sum);
+        runnerOptions(),
+        {createSpec<float>(roundtrip::InputName.str(), {int64_t(Length)})},
+        createSpec<float>(roundtrip::OutputName.str(), {1}),
+        roundtrip::callbackModel(roundtrip::Expect::Sum));
     if (!L) {
       Module.emitError() << "mlbridge-roundtrip: cannot create the "
                          << describeRunner() << ": "
@@ -64,25 +63,25 @@ struct RoundTripPass : public ModelGuidedPass<RoundTripPass, ModuleOp> {
     }
     if (!*L) // One module per pass instance: no earlier failure possible.
       return signalPassFailure();
-    MLModelRunner &R = (*L)->runner();
-    std::vector<float> Answers;
-    Answers.reserve(Queries);
-    // Filled in place: the runner's buffer is stable (MLGO contract).
-    float *Input = R.getTensor<float>(0);
-    for (unsigned Q = 0; Q < Queries; ++Q) {
-      for (unsigned I = 0; I < Length; ++I)
-        Input[I] = roundTripInput(Q, I);
-      llvm::Expected<float> A = R.evaluate<float>();
-      if (!A) {
-        (*L)->discard();
-        Module.emitError() << "mlbridge-roundtrip: no answer to query " << Q
-                           << ": " << llvm::toString(A.takeError());
-        return signalPassFailure();
-      }
-      Answers.push_back(*A);
+    llvm::Expected<roundtrip::Result> R = roundtrip::run(
+        (*L)->runner(), Length, Queries, *roundtrip::parseExpect(ExpectName));
+    if (!R) {
+      (*L)->discard();
+      Module.emitError() << "mlbridge-roundtrip: "
+                         << llvm::toString(R.takeError());
+      return signalPassFailure();
+    }
+    if (R->Mismatches) {
+      Module.emitError() << "mlbridge-roundtrip: " << R->Mismatches << " of "
+                         << R->Checked << " answers are wrong; the first: "
+                         << R->FirstMismatch;
+      return signalPassFailure();
     }
     Module->setAttr("mlbridge.roundtrip_answers",
-                    DenseF32ArrayAttr::get(&getContext(), Answers));
+                    DenseF32ArrayAttr::get(&getContext(), R->Answers));
+    // Each query's wall time, so that a benchmark can leave out connecting.
+    Module->setAttr("mlbridge.roundtrip_seconds",
+                    DenseF64ArrayAttr::get(&getContext(), R->Seconds));
   }
 
   Option<unsigned> Length{*this, "length",
@@ -90,6 +89,12 @@ struct RoundTripPass : public ModelGuidedPass<RoundTripPass, ModuleOp> {
                           llvm::cl::init(500)};
   Option<unsigned> Queries{
       *this, "queries", llvm::cl::desc("Number of queries"), llvm::cl::init(1)};
+  Option<std::string> ExpectName{
+      *this, "expect",
+      llvm::cl::desc("Check every answer: 'dense' (w . input + b, the layer "
+                     "of mlbridge.mlir.policy), 'sum' (the callback model), "
+                     "or 'none' (only record them; default)"),
+      llvm::cl::init("none")};
 };
 
 } // namespace

@@ -7,21 +7,13 @@
 
 #include "mlbridge/ModelRegistry.h"
 #include "mlbridge/PipeModelRunner.h"
-#ifdef MLBRIDGE_HAVE_GRPC
-#include "mlbridge/GrpcModelRunner.h"
-#endif
-#ifdef MLBRIDGE_HAVE_ONNX
-#include "mlbridge/OnnxModelRunner.h"
-#endif
+#include "plugins/runners/RunnerModule.h"
 #ifdef MLBRIDGE_HAVE_TF_AOT
 #include "mlbridge/TFAOTModelRunner.h"
 #endif
 
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
 
-#include <algorithm>
-#include <mutex>
 #include <string>
 
 using namespace llvm;
@@ -122,21 +114,22 @@ Expected<RegisteredModel> modelFor(const RunnerConfig &Config,
   return Model;
 }
 
-#ifdef MLBRIDGE_HAVE_ONNX
-/// One loaded ONNX model per file for the whole process: every pass instance
-/// and thread that names the same model shares its session.
-Expected<std::shared_ptr<const OnnxModel>> loadSharedOnnxModel(StringRef Path) {
-  static std::mutex Mutex;
-  static StringMap<std::weak_ptr<const OnnxModel>> Loaded;
-  std::lock_guard<std::mutex> Lock(Mutex);
-  std::weak_ptr<const OnnxModel> &Slot = Loaded[Path];
-  if (std::shared_ptr<const OnnxModel> Model = Slot.lock())
-    return Model;
-  Expected<std::shared_ptr<const OnnxModel>> Model = OnnxModel::load(Path);
-  if (!Model)
-    return Model.takeError();
-  Slot = *Model;
-  return Model;
+#if defined(MLBRIDGE_HAVE_GRPC) || defined(MLBRIDGE_HAVE_ONNX)
+/// A runner built by the runner module \p Kind (RunnerModule.h): the
+/// module, and the heavy libraries it links, are loaded on first use only.
+Expected<std::unique_ptr<MLModelRunner>>
+createModuleRunner(RunnerModuleKind Kind, StringRef Target,
+                   const RunnerConfig &Config, std::vector<TensorSpec> Features,
+                   TensorSpec Advice) {
+  Expected<const RunnerModuleInfo &> Module = loadRunnerModule(Kind);
+  if (!Module)
+    return Module.takeError();
+  if (!Module->CreateRunner)
+    return createStringError(std::make_error_code(std::errc::not_supported),
+                             "the runner module " + runnerModuleFileName(Kind) +
+                                 " was built without its runner");
+  return Module->CreateRunner(Target, Config.Timeout, std::move(Features),
+                              std::move(Advice));
 }
 #endif
 
@@ -174,6 +167,15 @@ createModelRunner(const RunnerConfig &Config, std::vector<TensorSpec> Features,
           "the pipe runner takes a channel base, not an address (" +
               Config.optionName("address") + " is for " +
               Config.optionName("runner") + "=grpc)");
+#ifdef MLBRIDGE_HAVE_PROTOBUF
+    // The protobuf SerDes lives in the gRPC runner module: a module that
+    // cannot be loaded is an error here rather than at the first message.
+    if (Config.SerDes == SerDesKind::Protobuf)
+      if (Expected<const RunnerModuleInfo &> Module =
+              loadRunnerModule(RunnerModuleKind::Grpc);
+          !Module)
+        return Module.takeError();
+#endif
     PipeModelRunnerOptions O;
     O.ChannelBase = Config.Channel;
     O.Kind = Config.SerDes;
@@ -205,20 +207,8 @@ createModelRunner(const RunnerConfig &Config, std::vector<TensorSpec> Features,
               "' is not supported (omit " + Config.optionName("serdes") +
               ", or use protobuf)");
 #ifdef MLBRIDGE_HAVE_GRPC
-    GrpcModelRunnerOptions O;
-    O.Address = Config.Address;
-    O.Timeout = Config.Timeout;
-    O.ConnectTimeout = Config.Timeout;
-    // Reconnection back-off: never longer than the connection bound, at most
-    // one second.
-    O.InitialBackoff = std::min(O.InitialBackoff, Config.Timeout);
-    O.MaxBackoff = std::clamp(Config.Timeout, O.InitialBackoff,
-                              std::chrono::milliseconds(1000));
-    auto R = GrpcModelRunner::create(std::move(Features), std::move(Advice),
-                                     std::move(O));
-    if (!R)
-      return R.takeError();
-    return std::unique_ptr<MLModelRunner>(std::move(*R));
+    return createModuleRunner(RunnerModuleKind::Grpc, Config.Address, Config,
+                              std::move(Features), std::move(Advice));
 #else
     return createStringError(std::errc::not_supported,
                              "mlbridge was built without gRPC (configure with "
@@ -230,15 +220,8 @@ createModelRunner(const RunnerConfig &Config, std::vector<TensorSpec> Features,
     if (!Model)
       return Model.takeError();
 #ifdef MLBRIDGE_HAVE_ONNX
-    Expected<std::shared_ptr<const OnnxModel>> Loaded =
-        loadSharedOnnxModel(Model->Path);
-    if (!Loaded)
-      return Loaded.takeError();
-    auto R = OnnxModelRunner::create(std::move(*Loaded), std::move(Features),
-                                     std::move(Advice));
-    if (!R)
-      return R.takeError();
-    return std::unique_ptr<MLModelRunner>(std::move(*R));
+    return createModuleRunner(RunnerModuleKind::Onnx, Model->Path, Config,
+                              std::move(Features), std::move(Advice));
 #else
     return createStringError(std::errc::not_supported,
                              "mlbridge was built without ONNX Runtime "

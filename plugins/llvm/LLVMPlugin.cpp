@@ -13,8 +13,12 @@
 //===----------------------------------------------------------------------===//
 #include "passes/llvm/FunctionFeatures.h"
 #include "passes/llvm/MLInlineAdvisor.h"
+#include "passes/llvm/PhaseOrder.h"
+#include "passes/llvm/RoundTrip.h"
 #include "plugins/common/Advisors.h"
 #include "plugins/common/RunnerCommandLine.h"
+
+#include "mlbridge/PipeModelRunner.h"
 
 #include "llvm/Analysis/InlineAdvisor.h"
 #include "llvm/IR/DiagnosticInfo.h"
@@ -172,7 +176,197 @@ mlbridge::passes::FunctionFeaturesPass makePass() {
       Options);
 }
 
+// --- mlbridge-roundtrip (the round-trip benchmark's opt host; docs/bench.md).
+// -mlbridge-roundtrip-runner, -channel, -address, -model, -serdes, -timeout-ms,
+// -on-model-failure (accepted for symmetry: the experiment always fails).
+mlbridge::plugins::RunnerCommandLine RoundTripRunnerOpts(
+    "mlbridge-roundtrip-", MLBridgeCategory,
+    {"The model runner mlbridge-roundtrip asks (float 'input' [L] -> float "
+     "'output' [1]; docs/bench.md)",
+     "the layer w . input + b computed in-process (default)",
+     "not used: a failed query is always an error"});
+
+cl::opt<unsigned>
+    RoundTripLength("mlbridge-roundtrip-length",
+                    cl::desc("mlbridge-roundtrip: floats per query (L)"),
+                    cl::init(500), cl::value_desc("L"),
+                    cl::cat(MLBridgeCategory));
+
+cl::opt<unsigned>
+    RoundTripQueries("mlbridge-roundtrip-queries",
+                     cl::desc("mlbridge-roundtrip: number of queries"),
+                     cl::init(1), cl::value_desc("N"),
+                     cl::cat(MLBridgeCategory));
+
+cl::opt<std::string> RoundTripReport(
+    "mlbridge-roundtrip-report",
+    cl::desc("mlbridge-roundtrip: write a JSON summary (answers, seconds per "
+             "query, checks) to this file"),
+    cl::value_desc("file"), cl::cat(MLBridgeCategory));
+
+void registerRoundTripPass(PassBuilder &PB) {
+  PB.registerPipelineParsingCallback(
+      [](StringRef Name, ModulePassManager &MPM,
+         ArrayRef<PassBuilder::PipelineElement>) {
+        if (Name != "mlbridge-roundtrip")
+          return false;
+        mlbridge::plugins::RunnerConfig Config = RoundTripRunnerOpts.config();
+        mlbridge::passes::RoundTripOptions Options;
+        Options.Length = RoundTripLength;
+        Options.Queries = RoundTripQueries;
+        Options.ReportPath = RoundTripReport;
+        Options.RunnerDescription = mlbridge::plugins::describeRunner(Config);
+        MPM.addPass(mlbridge::passes::RoundTripPass(
+            std::move(Options),
+            [Config](std::vector<mlbridge::TensorSpec> Features,
+                     mlbridge::TensorSpec Advice,
+                     mlbridge::CallbackModelRunner::Callback Builtin) {
+              return mlbridge::plugins::createModelRunner(
+                  Config, std::move(Features), std::move(Advice),
+                  std::move(Builtin));
+            }));
+        return true;
+      });
+}
+// --- end mlbridge-roundtrip.
+
+// --- mlbridge-phase-order (docs/phase-order.md): one episode per module.
+// -mlbridge-phase-order-runner, -channel, -address, -model, -serdes,
+// -timeout-ms, -on-model-failure.
+mlbridge::plugins::RunnerCommandLine PhaseOrderRunnerOpts(
+    "mlbridge-phase-order-", MLBridgeCategory,
+    {"The model runner mlbridge-phase-order asks for each step (features "
+     "observation, step, code_size, action_count, action_history; advice "
+     "'action'; "
+     "docs/phase-order.md)",
+     "the built-in order: every sequence of the action set once, then stop "
+     "(default)",
+     "one warning naming the cause, the episode stops and the module stays "
+     "as optimised so far"});
+
+cl::opt<std::string> PhaseOrderActionsFile(
+    "mlbridge-phase-order-actions",
+    cl::desc("mlbridge-phase-order: the action set, one new-PM pipeline per "
+             "line ('#' comments); default: the built-in set of 15 "
+             "sub-sequences (docs/phase-order.md)"),
+    cl::value_desc("file"), cl::cat(MLBridgeCategory));
+
+cl::opt<unsigned> PhaseOrderMaxSteps(
+    "mlbridge-phase-order-max-steps",
+    cl::desc("mlbridge-phase-order: the most sequences applied per module "
+             "(the episode ends there if the model has not said stop)"),
+    cl::init(15), cl::value_desc("N"), cl::cat(MLBridgeCategory));
+
+cl::opt<mlbridge::passes::PhaseOrderObservation> PhaseOrderObservationOpt(
+    "mlbridge-phase-order-observation",
+    cl::desc("mlbridge-phase-order: what the feature 'observation' holds"),
+    cl::values(clEnumValN(mlbridge::passes::PhaseOrderObservation::Counts,
+                          "counts", "22 instruction and CFG counts (default)"),
+               clEnumValN(mlbridge::passes::PhaseOrderObservation::IR2Vec,
+                          "ir2vec",
+                          "the module's IR2Vec embedding (needs "
+                          "-mlbridge-phase-order-ir2vec-vocab)")),
+    cl::init(mlbridge::passes::PhaseOrderObservation::Counts),
+    cl::cat(MLBridgeCategory));
+
+cl::opt<std::string> PhaseOrderIR2VecVocab(
+    "mlbridge-phase-order-ir2vec-vocab",
+    cl::desc("mlbridge-phase-order: the IR2Vec vocabulary, a JSON file or a "
+             "name registered by `mlbridge ir2vec vocab --register`"),
+    cl::value_desc("file or name"), cl::cat(MLBridgeCategory));
+
+cl::opt<bool> PhaseOrderTrace(
+    "mlbridge-phase-order-trace",
+    cl::desc("mlbridge-phase-order: one line per step on stderr (action, "
+             "pipeline, code size before and after)"),
+    cl::init(false), cl::cat(MLBridgeCategory));
+
+// The runner of one episode. A pipe runner also gets the score spec, so the
+// code size after each step reaches a training agent as an outcome; other
+// runners have no reward channel.
+Expected<mlbridge::passes::PhaseOrderAgent>
+makePhaseOrderAgent(const mlbridge::plugins::RunnerConfig &Config,
+                    unsigned ActionCount,
+                    std::vector<mlbridge::TensorSpec> Features,
+                    mlbridge::TensorSpec Advice, mlbridge::TensorSpec Score) {
+  using mlbridge::plugins::RunnerKind;
+  Expected<RunnerKind> Kind = mlbridge::plugins::resolveRunnerKind(Config);
+  if (!Kind)
+    return Kind.takeError();
+  mlbridge::passes::PhaseOrderAgent Agent;
+  // Other combinations go to createModelRunner, which names what is wrong.
+  if (*Kind == RunnerKind::Pipe && !Config.Channel.empty() &&
+      Config.Address.empty() && Config.Model.empty()) {
+    mlbridge::PipeModelRunnerOptions O;
+    O.ChannelBase = Config.Channel;
+    O.Kind = Config.SerDes;
+    O.ConnectTimeout = Config.Timeout;
+    O.Timeout = Config.Timeout;
+    O.Score = std::move(Score);
+    auto R = mlbridge::PipeModelRunner::create(std::move(Features),
+                                               std::move(Advice), std::move(O));
+    if (!R)
+      return R.takeError();
+    mlbridge::PipeModelRunner *Pipe = R->get();
+    Agent.ReportOutcome = [Pipe](int64_t Step,
+                                 const mlbridge::TensorValue &Size) {
+      return Pipe->sendOutcome(Step, Size);
+    };
+    Agent.Runner = std::move(*R);
+    return Agent;
+  }
+  // The built-in order: action i at step i, then stop (action N).
+  auto Builtin = [ActionCount](ArrayRef<mlbridge::TensorRef> Features)
+      -> Expected<mlbridge::TensorValue> {
+    int64_t Step = Features[1].data<int64_t>()[0];
+    return mlbridge::TensorValue::scalar<int64_t>(
+        "action", std::min<int64_t>(Step, ActionCount));
+  };
+  auto R = mlbridge::plugins::createModelRunner(Config, std::move(Features),
+                                                std::move(Advice), Builtin);
+  if (!R)
+    return R.takeError();
+  Agent.Runner = std::move(*R);
+  return Agent;
+}
+
+void registerPhaseOrderPass(PassBuilder &PB) {
+  // mlbridge-inline-oz, used by the built-in action set.
+  mlbridge::passes::registerPhaseOrderActionPasses(PB);
+  // The pass keeps &PB to parse its action pipelines: opt's PassBuilder
+  // outlives every pipeline it builds.
+  PB.registerPipelineParsingCallback(
+      [&PB](StringRef Name, ModulePassManager &MPM,
+            ArrayRef<PassBuilder::PipelineElement>) {
+        if (Name != "mlbridge-phase-order")
+          return false;
+        mlbridge::plugins::RunnerConfig Config = PhaseOrderRunnerOpts.config();
+        mlbridge::passes::PhaseOrderOptions Options;
+        Options.ActionsFile = PhaseOrderActionsFile;
+        Options.MaxSteps = PhaseOrderMaxSteps;
+        Options.Observation = PhaseOrderObservationOpt;
+        Options.IR2VecVocab = PhaseOrderIR2VecVocab;
+        Options.Trace = PhaseOrderTrace ? &errs() : nullptr;
+        Options.FallBackOnFailure =
+            Config.OnFailure == mlbridge::plugins::ModelFailurePolicy::Fallback;
+        Options.RunnerDescription = mlbridge::plugins::describeRunner(Config);
+        MPM.addPass(mlbridge::passes::PhaseOrderPass(
+            PB, std::move(Options),
+            [Config](std::vector<mlbridge::TensorSpec> Features,
+                     mlbridge::TensorSpec Advice, mlbridge::TensorSpec Score,
+                     unsigned ActionCount) {
+              return makePhaseOrderAgent(Config, ActionCount,
+                                         std::move(Features), std::move(Advice),
+                                         std::move(Score));
+            }));
+        return true;
+      });
+}
+// --- end mlbridge-phase-order.
+
 void registerCallbacks(PassBuilder &PB) {
+  registerPhaseOrderPass(PB);
+  registerRoundTripPass(PB);
   PB.registerAnalysisRegistrationCallback([](ModuleAnalysisManager &MAM) {
     if (!mlInlineAdvisorSelected())
       return;

@@ -564,6 +564,8 @@ mlbridge_status mlbridge_runner_create_model(
   case ModelKind::TFAOT:
     return createTFAOT(Fn, std::move(Specs), std::move(*AdviceSpec),
                        Model->Path.c_str(), Out);
+  case ModelKind::IR2VecVocab: // findModel() accepts runnable kinds only
+    break;
   }
   return fail(MLBRIDGE_ERROR_MODEL,
               Twine(Fn) + ": model '" + NameOrPath + "' has an unknown kind");

@@ -69,22 +69,28 @@ Expected<short> pollUntil(int FD, short Events, Clock::time_point Deadline,
   }
 }
 
-/// Blocks SIGPIPE on this thread for its lifetime; on destruction discards a
-/// SIGPIPE raised meanwhile (a write to a FIFO without reader) and restores
-/// the mask. A SIGPIPE already pending before is left alone.
+/// Blocks SIGPIPE on this thread for its lifetime, then restores the mask. A
+/// write to a FIFO without reader fails with EPIPE and raises SIGPIPE: call
+/// raised() then, and the signal is discarded (unless one was pending before).
+/// Two system calls on the usual path (block, restore): with SIGPIPE not
+/// blocked before, none can have been pending, since the kernel delivers an
+/// unblocked signal before returning to the thread.
 class SigPipeBlocker {
 public:
   SigPipeBlocker() {
     sigemptyset(&Set);
     sigaddset(&Set, SIGPIPE);
-    sigset_t Pending;
-    sigemptyset(&Pending);
-    sigpending(&Pending);
-    WasPending = sigismember(&Pending, SIGPIPE) == 1;
     pthread_sigmask(SIG_BLOCK, &Set, &Old);
+    WasBlocked = sigismember(&Old, SIGPIPE) == 1;
+    if (WasBlocked) {
+      sigset_t Pending;
+      sigemptyset(&Pending);
+      sigpending(&Pending);
+      WasPending = sigismember(&Pending, SIGPIPE) == 1;
+    }
   }
   ~SigPipeBlocker() {
-    if (!WasPending) {
+    if (Raised && !WasPending) {
       sigset_t Pending;
       sigemptyset(&Pending);
       if (sigpending(&Pending) == 0 && sigismember(&Pending, SIGPIPE) == 1) {
@@ -93,14 +99,20 @@ public:
         }
       }
     }
-    pthread_sigmask(SIG_SETMASK, &Old, nullptr);
+    if (!WasBlocked)
+      pthread_sigmask(SIG_SETMASK, &Old, nullptr);
   }
   SigPipeBlocker(const SigPipeBlocker &) = delete;
   SigPipeBlocker &operator=(const SigPipeBlocker &) = delete;
 
+  /// A write failed with EPIPE: discard the SIGPIPE it raised.
+  void raised() { Raised = true; }
+
 private:
   sigset_t Set, Old;
+  bool WasBlocked = false;
   bool WasPending = false;
+  bool Raised = false;
 };
 
 /// Checks that \p Path is a FIFO (following links).
@@ -413,10 +425,12 @@ Error PipeModelRunner::writeAllV(ArrayRef<StringRef> Parts, const Twine &What) {
     ssize_t N;
     int Count = static_cast<int>(std::min<size_t>(Vec.size() - First, IOV_MAX));
     while ((N = ::writev(OutFD, Vec.data() + First, Count)) < 0) {
-      if (errno == EPIPE)
+      if (errno == EPIPE) {
+        Guard.raised();
         return pipeError(std::errc::broken_pipe, "the model closed " + OutPath +
                                                      " while " + What +
                                                      " was being written");
+      }
       if (errno != EAGAIN && errno != EINTR)
         return pipeError(std::errc::io_error,
                          "writing " + What + " to " + OutPath +

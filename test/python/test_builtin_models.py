@@ -55,8 +55,12 @@ INLINER_FEATURES = [
 ]
 
 
+INLINERS = [m for m in BUILTIN_MODELS if m.trainer == "inliner"]
+PHASE_ORDER = [m for m in BUILTIN_MODELS if m.trainer == "phase-order"]
+
+
 def test_every_builtin_policy_loads_and_uses_only_inliner_features():
-    for model in BUILTIN_MODELS:
+    for model in INLINERS:
         policy = LinearPolicy.load(model.policy_path)
         assert set(policy.features) <= set(INLINER_FEATURES), model.name
         assert policy.active_features(), model.name
@@ -65,17 +69,42 @@ def test_every_builtin_policy_loads_and_uses_only_inliner_features():
 def test_builtins_are_registered_once_and_fit_the_inline_advisor(tmp_path: Path):
     registry = Registry(tmp_path / "registry")
     first = ensure_builtin_models(registry)
-    names = [n for m in BUILTIN_MODELS for n in (m.name, f"{m.name}-aot")]
+    names = [n for m in INLINERS for n in (m.name, f"{m.name}-aot")]
+    names += [m.name for m in PHASE_ORDER]
     assert [m.name for m in first] == names
-    assert [m.kind for m in first] == ["onnx", "tfaot"] * len(BUILTIN_MODELS)
+    assert [m.kind for m in first] == ["onnx", "tfaot"] * len(INLINERS) + ["onnx"] * len(
+        PHASE_ORDER
+    )
     stamp = {m.name: m.registered_at for m in first}
     second = ensure_builtin_models(registry)
     # Built from the same training output: nothing registered again.
     assert {m.name: m.registered_at for m in second} == stamp
     features = [TensorSpec(n, "int64_t", (1,)) for n in INLINER_FEATURES]
-    for model in second:
+    for model in second[: 2 * len(INLINERS)]:
         assert check_compatible(features, model.features) == []
         assert [a.name for a in model.advice] == ["inlining_decision"]
         if model.kind == "onnx":
             session = ort.InferenceSession(str(model.path), providers=["CPUExecutionProvider"])
             assert [o.name for o in session.get_outputs()] == ["inlining_decision"]
+
+
+def test_the_phase_order_agent_fits_the_pass_interface(tmp_path: Path):
+    """phase-order-oz reads the pass's features (all but action_count) and answers action."""
+    from mlbridge.phase_order.policy import PhasePolicy
+
+    (builtin,) = PHASE_ORDER
+    policy = PhasePolicy.load(builtin.policy_path)
+    n = policy.n_actions
+    pass_features = [
+        TensorSpec("observation", "float", (policy.dim,)),
+        TensorSpec("step", "int64_t", (1,)),
+        TensorSpec("code_size", "int64_t", (1,)),
+        TensorSpec("action_count", "int64_t", (1,)),
+        TensorSpec("action_history", "float", (n,)),
+    ]
+    registry = Registry(tmp_path / "registry")
+    ensure_builtin_models(registry, tfaot=False)
+    model = registry.get(builtin.name)
+    assert model.kind == "onnx"
+    assert check_compatible(pass_features, model.features) == []
+    assert [a.name for a in model.advice] == ["action"]

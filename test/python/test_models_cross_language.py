@@ -157,3 +157,32 @@ def test_cpp_reader_never_sees_half_a_model(tool: Path, registry: Registry, tmp_
         writer.join(timeout=60)
     assert found["inputs"][1]["shape"] in ([2, 3], [5, 3])
     assert replacements >= 1
+
+
+def test_cpp_finds_an_ir2vec_vocabulary_only_where_one_is_expected(
+    tool: Path, registry: Registry, tmp_path: Path
+) -> None:
+    """Kind ir2vec-vocab: the tool (any kind) finds it without specs; a runner would not."""
+    vocab = tmp_path / "vocab.json"
+    vocab.write_bytes(
+        orjson.dumps({"Opcodes": {"Ret": [1.0, 0.5]}, "Types": {"VoidTy": [0.0, 1.0]},
+                      "Arguments": {"Constant": [0.25, 0.0]}})
+    )  # fmt: skip
+    model = registry.register("vocab", vocab, kind="ir2vec-vocab")
+    found = run_tool(tool, "find", "vocab", "--registry", str(registry.root))
+    assert found == {
+        "name": "vocab",
+        "kind": "ir2vec-vocab",
+        "path": str(model.path),
+        "inputs": [],
+        "outputs": [],
+    }
+    # By path, a .json file is a vocabulary too.
+    direct = run_tool(tool, "find", str(vocab))
+    assert (direct["kind"], direct["path"]) == ("ir2vec-vocab", str(vocab))
+    # `fit` asks for a model's inputs: the vocabulary has none to compare.
+    features = tmp_path / "features.json"
+    features.write_bytes(orjson.dumps([TensorSpec("a", ElementType.INT64, (1,)).to_dict()]))
+    fit = run_tool(tool, "fit", "vocab", "--registry", str(registry.root), "--features",
+                   str(features))  # fmt: skip
+    assert fit == {"differences": []}

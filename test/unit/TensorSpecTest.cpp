@@ -141,6 +141,22 @@ TEST(TensorValueTest, TypedAccessorsCheckTheType) {
   EXPECT_NE(Err.find("float"), std::string::npos) << Err;
 }
 
+TEST(TensorValueTest, ReshapeKeepsLeadingElementsAndZeroesTheRest) {
+  TensorValue V = TensorValue::fromVector<int16_t>("v", {1, 2, 3});
+  ASSERT_FALSE(V.reshape({2}));
+  EXPECT_EQ(V.data<int16_t>(), ArrayRef<int16_t>({1, 2}));
+  // Growing within the storage and beyond it: old elements stay, new are 0
+  // (also the bytes the shrink left behind in the last word).
+  ASSERT_FALSE(V.reshape({5}));
+  EXPECT_EQ(V.data<int16_t>(), ArrayRef<int16_t>({1, 2, 0, 0, 0}));
+  V.mutableData<int16_t>()[4] = 7;
+  ASSERT_FALSE(V.reshape({1000}));
+  ASSERT_EQ(V.getElementCount(), 1000u);
+  EXPECT_EQ(V.data<int16_t>()[4], 7);
+  for (size_t I = 5; I < 1000; ++I)
+    ASSERT_EQ(V.data<int16_t>()[I], 0) << I;
+}
+
 TEST(TensorValueTest, StorageIsAlignedForModels) {
   auto Aligned = [](const TensorValue &V) {
     return reinterpret_cast<uintptr_t>(V.bytes().data()) % TensorAlignment;

@@ -8,7 +8,8 @@
 // test_models_cross_language.py):
 //
 //   mlbridge-model-tool find NAME_OR_PATH [--registry DIR] [--repeat N]
-//     findModel(); prints {"name":..,"kind":..,"path":..,"inputs":[spec..],
+//     findModel() (any kind: onnx, tfaot, ir2vec-vocab); prints
+//     {"name":..,"kind":..,"path":..,"inputs":[spec..],
 //     "outputs":[spec..]} on one line. With --repeat, looks the model up N
 //     times (while a test replaces it) and fails on the first error.
 //   mlbridge-model-tool fit NAME_OR_PATH --features SPECS.json
@@ -103,9 +104,12 @@ int main(int Argc, char **Argv) {
       return usage();
   }
 
-  Expected<RegisteredModel> Model = findModel(NameOrPath, Registry);
+  // Every kind the registry keeps, IR2Vec vocabularies included.
+  const ModelKind AllKinds[] = {ModelKind::Onnx, ModelKind::TFAOT,
+                                ModelKind::IR2VecVocab};
+  Expected<RegisteredModel> Model = findModel(NameOrPath, Registry, AllKinds);
   for (unsigned I = 1; Model && I < Repeat; ++I)
-    Model = findModel(NameOrPath, Registry);
+    Model = findModel(NameOrPath, Registry, AllKinds);
   if (!Model)
     return fail(Model.takeError());
   std::string Out;

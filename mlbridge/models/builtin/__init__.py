@@ -30,11 +30,14 @@ class BuiltinModel:
         name: The registry name.
         policy: The training output in this folder (a linear inlining policy).
         description: What it is, for ``mlbridge models show``.
+        trainer: ``"inliner"``: a linear inlining policy (ONNX and TF AOT);
+            ``"phase-order"``: a phase-ordering policy (``PhasePolicy``, ONNX only).
     """
 
     name: str
     policy: str
     description: str
+    trainer: str = "inliner"
 
     @property
     def policy_path(self) -> Path:
@@ -48,6 +51,14 @@ BUILTIN_MODELS: tuple[BuiltinModel, ...] = (
         "inliner-oz.json",
         "mlbridge's default inlining-for-size policy (linear over LLVM 22's ML inliner "
         "features; trained with 'mlbridge train inliner' on the corpus's training projects)",
+    ),
+    BuiltinModel(
+        "phase-order-oz",
+        "phase-order-oz.json",
+        "mlbridge's default phase-ordering agent for size (mlbridge-phase-order with the "
+        "built-in action set and count observations; trained with 'mlbridge train "
+        "phase-order' on the corpus's training projects)",
+        trainer="phase-order",
     ),
 )
 
@@ -64,12 +75,30 @@ def _current(reg: Registry, name: str, stamp: str) -> RegisteredModel | None:
     return model if model.description and stamp in model.description else None
 
 
+def _ensure_phase_order(
+    reg: Registry, model: BuiltinModel, description: str, stamp: str, tmp: Path
+) -> RegisteredModel:
+    found = _current(reg, model.name, stamp)
+    if found is not None:
+        return found
+    # PyTorch exports it (the dev extra, which the set-up installs).
+    from mlbridge.phase_order.policy import PhasePolicy
+
+    try:
+        policy = PhasePolicy.load(model.policy_path)
+        onnx_path = policy.to_onnx(tmp / f"{model.name}.onnx")
+    except (MLBridgeError, OSError, ValueError, RuntimeError) as e:
+        raise RegistryError(f"cannot build built-in model {model.name!r}: {e}") from e
+    return reg.register(model.name, onnx_path, kind="onnx", force=True, description=description)
+
+
 def ensure_builtin_models(
     registry: Registry | None = None, *, tfaot: bool = True, log: bool = False
 ) -> list[RegisteredModel]:
     """Registers every built-in model whose current form the registry does not hold yet.
 
-    Each model is registered as ``<name>`` (ONNX) and, with ``tfaot``, as ``<name>-aot``
+    Each model is registered as ``<name>`` (ONNX) and, with ``tfaot``, an inlining policy
+    also as ``<name>-aot``
     (compiled ahead of time by TensorFlow: ``mlbridge aot``, which needs the TensorFlow
     environment the set-up makes). A model built from the same training output is not
     built again.
@@ -88,6 +117,9 @@ def ensure_builtin_models(
         for model in BUILTIN_MODELS:
             stamp = f"[policy sha256 {_sha256(model.policy_path)}]"
             description = f"{model.description} {stamp}"
+            if model.trainer == "phase-order":
+                out.append(_ensure_phase_order(reg, model, description, stamp, Path(tmp)))
+                continue
             try:
                 policy = LinearPolicy.load(model.policy_path)
             except (OSError, ValueError) as e:

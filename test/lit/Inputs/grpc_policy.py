@@ -14,7 +14,8 @@ by the server process). A summary goes to stdout; the exit status is the compile
 or 1 with a message on stderr if the server could not be started.
 
 The policies (``mlbridge-function-features``: a class index, 0 none, 1 inline, 2 size,
-3 speed; ``inline_small`` for the ML inline advisor: 1 inline, 0 not) are plain functions
+3 speed; ``inline_small`` for the ML inline advisor: 1 inline, 0 not; ``priority_default``
+for the llc priority advisor; ``phase_order_table`` for mlbridge-phase-order) are plain functions
 of this module, also usable as ``mlbridge serve test/lit/Inputs/grpc_policy.py:blocks_mod``.
 """
 
@@ -58,6 +59,29 @@ def inline_small(obs: Any) -> int:
     return _note(obs, f"callee_basic_block_count={bbs}", int(bbs <= 1))
 
 
+def priority_default(obs: Any) -> Any:
+    """The llc priority advisor: LLVM's default priority (float64), i.e. stock llc-22."""
+    import numpy as np
+
+    d = int(obs["default_priority"][0])
+    _note(obs, f"li_size={int(obs['li_size'][0])} default_priority={d}", d)
+    return np.float64(d)
+
+
+#: phase_order_table's actions by step: early cleanup, inlining, loop passes with full
+#: unrolling (the built-in set, docs/phase-order.md), then stop (N = action_count).
+PHASE_ORDER_TABLE = (0, 2, 6)
+
+
+def phase_order_table(obs: Any) -> int:
+    """mlbridge-phase-order: action PHASE_ORDER_TABLE[step], then N (stop)."""
+    step = int(obs["step"][0])
+    n = int(obs["action_count"][0])
+    action = PHASE_ORDER_TABLE[step] if step < len(PHASE_ORDER_TABLE) else n
+    history = ",".join(str(int(h)) for h in obs["action_history"].reshape(-1))
+    return _note(obs, f"step={step} action_count={n} action_history={history}", action)
+
+
 def _free_loopback_address() -> str:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -96,8 +120,12 @@ def main(argv: list[str]) -> int:
     argv, command = argv[:split], argv[split + 1 :]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--policy", default="blocks_mod", choices=["blocks_mod", "always_none", "inline_small"]
-    )
+        "--policy",
+        default="blocks_mod",
+        choices=[
+            "blocks_mod", "always_none", "inline_small", "priority_default", "phase_order_table",
+        ],
+    )  # fmt: skip
     parser.add_argument("--log", type=Path)
     parser.add_argument("--tmpdir", type=Path, required=True)
     parser.add_argument("--timeout", type=float, default=60.0)

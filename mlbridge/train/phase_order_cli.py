@@ -1,0 +1,197 @@
+"""``mlbridge train phase-order``: train, export and evaluate a phase-ordering agent."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_phase_order_parser", "run_phase_order"]
+
+
+def add_phase_order_parser(sub: Any) -> argparse.ArgumentParser:
+    """Adds the ``phase-order`` subcommand to the ``train`` subparsers ``sub``."""
+    from mlbridge.train.phase_order import PGConfig
+
+    d = PGConfig()
+    p: argparse.ArgumentParser = sub.add_parser(
+        "phase-order",
+        help="a phase-ordering agent for mlbridge-phase-order (policy gradient, ONNX)",
+        description=(
+            "Trains a small PyTorch policy for the opt plugin's mlbridge-phase-order pass "
+            "by behaviour cloning of a fixed sequence, then REINFORCE, on the corpus's "
+            "training modules (each episode: opt-22 runs the "
+            "pass over the pipe, the policy picks each sub-sequence, the reward is the "
+            "code-size decrease the pass reports), exports it to ONNX (int64 'action'), "
+            "checks the export against the policy, and compares the held-out modules' "
+            ".text bytes with the ONNX agent in-process against stock -Oz. Writes "
+            "policy.json, agent.onnx and metrics.json to the output folder "
+            "(docs/phase-order-training.md)."
+        ),
+    )
+    p.add_argument("--corpus", metavar="DIR", help="corpus folder (default: the built one)")
+    p.add_argument(
+        "--output-dir", "-o", required=True, metavar="DIR", help="where to write the results"
+    )
+    p.add_argument("--build-dir", metavar="DIR", help="the build with the opt plugin")
+    p.add_argument(
+        "--max-modules",
+        type=int,
+        metavar="N",
+        help="use at most N training modules, evenly spread (default: all that qualify)",
+    )
+    p.add_argument(
+        "--max-instructions",
+        type=int,
+        default=10000,
+        metavar="N",
+        help="leave out training modules with more IR instructions (default 10000)",
+    )
+    p.add_argument(
+        "--teacher",
+        default=d.teacher,
+        metavar="LIST",
+        help="the warm start's fixed sequence, e.g. 0-13 or 0,2,5-7, then stop; '' for none "
+        f"(default {d.teacher}: the built-in set's pieces of -Oz in -Oz's order)",
+    )
+    p.add_argument("--bc-modules", type=int, default=d.bc_modules, metavar="N")
+    p.add_argument("--bc-epochs", type=int, default=d.bc_epochs, metavar="N")
+    p.add_argument("--validation-modules", type=int, default=d.validation_modules, metavar="N")
+    p.add_argument(
+        "--policy-out",
+        metavar="FILE",
+        help="also write the policy JSON here (the built-in phase-order-oz is "
+        "mlbridge/models/builtin/phase-order-oz.json)",
+    )
+    p.add_argument("--iterations", type=int, default=d.iterations, metavar="N")
+    p.add_argument("--modules-per-iteration", type=int, default=d.modules_per_iteration)
+    p.add_argument("--episodes-per-module", type=int, default=d.episodes_per_module)
+    p.add_argument("--max-steps", type=int, default=d.max_steps, metavar="N")
+    p.add_argument("--hidden", type=int, default=d.hidden, metavar="N")
+    p.add_argument("--learning-rate", type=float, default=d.learning_rate)
+    p.add_argument("--entropy", type=float, default=d.entropy, help="entropy bonus weight")
+    p.add_argument("--jobs", type=int, default=d.jobs, metavar="N", help="parallel compilations")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--observation", choices=["counts", "ir2vec"], default=d.observation)
+    p.add_argument("--ir2vec-vocab", metavar="PATH|NAME", help="the vocabulary for ir2vec")
+    p.add_argument("--actions", metavar="FILE", help="the action set (default: the pass's)")
+    p.add_argument(
+        "--heldout-max-modules",
+        type=int,
+        metavar="N",
+        help="evaluate on at most N held-out modules (default: all)",
+    )
+    p.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation")
+    return p
+
+
+def run_phase_order(args: argparse.Namespace) -> int:
+    """Runs ``mlbridge train phase-order``."""
+    from mlbridge.cli import CLIError
+    from mlbridge.corpus import default_corpus_dir, load_manifest
+    from mlbridge.errors import MLBridgeError
+    from mlbridge.phase_order.command import find_plugin
+    from mlbridge.train.phase_order import (
+        PGConfig,
+        agreement,
+        evaluate_heldout,
+        select_modules,
+        stderr_log,
+        summarize_heldout,
+        train_phase_order,
+        write_metrics,
+    )
+
+    started = time.perf_counter()
+    corpus = Path(args.corpus) if args.corpus else default_corpus_dir()
+    try:
+        manifest = load_manifest(corpus)
+        plugin = find_plugin(args.build_dir)
+    except (MLBridgeError, OSError) as e:
+        raise CLIError(str(e)) from e
+    modules = select_modules(
+        manifest, "train", max_instructions=args.max_instructions, max_modules=args.max_modules
+    )
+    if not modules:
+        raise CLIError(
+            f"no training module in {corpus} has <= {args.max_instructions} instructions"
+        )
+    heldout = select_modules(
+        manifest,
+        "heldout",
+        max_instructions=None,
+        min_instructions=0,
+        max_modules=args.heldout_max_modules,
+    )
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config = PGConfig(
+        teacher=args.teacher,
+        bc_modules=args.bc_modules,
+        bc_epochs=args.bc_epochs,
+        validation_modules=args.validation_modules,
+        iterations=args.iterations,
+        modules_per_iteration=args.modules_per_iteration,
+        episodes_per_module=args.episodes_per_module,
+        max_steps=args.max_steps,
+        hidden=args.hidden,
+        learning_rate=args.learning_rate,
+        entropy=args.entropy,
+        jobs=args.jobs,
+        seed=args.seed,
+        observation=args.observation,
+        ir2vec_vocab=args.ir2vec_vocab,
+        actions=args.actions,
+    )
+    stderr_log(f"{len(modules)} training modules from {corpus}, plugin {plugin}")
+    try:
+        policy, history, samples = train_phase_order(modules, config, plugin=plugin, log=stderr_log)
+        train_seconds = time.perf_counter() - started
+        policy.save(out / "policy.json")
+        if args.policy_out:
+            policy.save(args.policy_out)
+            stderr_log(f"wrote {args.policy_out}")
+        onnx_path = policy.to_onnx(out / "agent.onnx")
+        agree, checked = agreement(policy, onnx_path, samples)
+        stderr_log(
+            f"ONNX agent answers as the PyTorch policy on {agree * 100:.2f}% of {checked} "
+            "observations seen in training"
+        )
+        metrics: dict[str, Any] = {
+            "config": vars(config),
+            "corpus": str(corpus),
+            "training_modules": [str(m) for m in modules],
+            "training": history,
+            "training_seconds": train_seconds,
+            "export_agreement": {"fraction": agree, "samples": checked},
+        }
+        if not args.no_eval:
+            results = evaluate_heldout(
+                onnx_path,
+                heldout,
+                plugin=plugin,
+                max_steps=args.max_steps,
+                observation=args.observation,
+                ir2vec_vocab=args.ir2vec_vocab,
+                actions=args.actions,
+                jobs=args.jobs,
+                log=stderr_log,
+            )
+            summary = summarize_heldout(results)
+            metrics["heldout"] = {"summary": summary, "modules": [vars(r) for r in results]}
+            t = summary["text_bytes"]
+            stderr_log(
+                f"held-out .text bytes over {summary['modules']} modules: agent {t['agent']}, "
+                f"stock -Oz {t['oz']} ({summary['agent_vs_oz'] * 100:+.2f}% vs -Oz), "
+                f"unoptimised {t['unoptimized']}; agent smaller on "
+                f"{summary['modules_agent_smaller']}, equal on "
+                f"{summary['modules_agent_equal']}, larger on {summary['modules_agent_larger']}"
+            )
+    except MLBridgeError as e:
+        raise CLIError(str(e)) from e
+    metrics["wall_seconds"] = time.perf_counter() - started
+    write_metrics(out / "metrics.json", metrics)
+    stderr_log(f"wrote {out / 'policy.json'}, {out / 'agent.onnx'}, {out / 'metrics.json'}")
+    stderr_log(f"wall time {metrics['wall_seconds']:.0f} s")
+    return 0

@@ -1,0 +1,164 @@
+//===- RunnerModuleLoader.cpp - Loads runner modules on first use ---------===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// Part of libMLBridgePluginRuntime.so: finds a runner module beside this
+/// library and loads it with dlopen. Also defines createProtobufSerDes() for
+/// this library, forwarding to the gRPC module, which holds the protobuf code.
+///
+//===----------------------------------------------------------------------===//
+#include "plugins/runners/RunnerModule.h"
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <cstring>
+#include <dlfcn.h>
+#include <mutex>
+#include <string>
+
+using namespace llvm;
+
+namespace mlbridge::plugins {
+
+StringRef runnerModuleFileName(RunnerModuleKind Kind) {
+  switch (Kind) {
+  case RunnerModuleKind::Grpc:
+    return "MLBridgeRunnerGrpc.so";
+  case RunnerModuleKind::Onnx:
+    return "MLBridgeRunnerOnnx.so";
+  }
+  return "unknown";
+}
+
+static StringRef runnerModuleWhat(RunnerModuleKind Kind) {
+  return Kind == RunnerModuleKind::Grpc
+             ? "gRPC runner module (also the protobuf SerDes)"
+             : "ONNX Runtime runner module";
+}
+
+/// An address inside this library, for dladdr.
+static const char ThisLibraryAnchor = 0;
+
+std::string runnerModuleDirectory() {
+  Dl_info Info;
+  if (dladdr(&ThisLibraryAnchor, &Info) == 0 || !Info.dli_fname)
+    return ".";
+  return sys::path::parent_path(Info.dli_fname).str();
+}
+
+namespace {
+
+struct LoadedModule {
+  std::once_flag Once;
+  const RunnerModuleInfo *Info = nullptr;
+  std::string Error;
+};
+
+std::string loadModule(RunnerModuleKind Kind, const RunnerModuleInfo *&Out) {
+  SmallString<256> Path(runnerModuleDirectory());
+  sys::path::append(Path, runnerModuleFileName(Kind));
+  std::string Fix =
+      "the plugins and their runner modules are built together (target "
+      "mlbridge-plugins) and installed together into one folder (cmake "
+      "--install <build> --component mlbridge_plugins)";
+  if (!sys::fs::exists(Path))
+    return ("the " + runnerModuleWhat(Kind) + " '" + Path +
+            "' does not exist: " + Fix)
+        .str();
+  // RTLD_LOCAL: the module's own dependencies (gRPC, ONNX Runtime) stay out
+  // of the global scope; NODELETE: runners outlive any handle.
+  void *Handle = dlopen(Path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (!Handle) {
+    const char *Why = dlerror();
+    return ("cannot load the " + runnerModuleWhat(Kind) + " '" + Path +
+            "': " + (Why ? Why : "unknown dlopen error") +
+            " (the file is damaged, or a library it needs is missing: 'ldd " +
+            Path + "' lists them; " + Fix + ")")
+        .str();
+  }
+  auto *Entry = reinterpret_cast<RunnerModuleEntry *>(
+      dlsym(Handle, MLBRIDGE_RUNNER_MODULE_ENTRY));
+  if (!Entry)
+    return ("'" + Path + "' is not an mlbridge runner module of ABI version " +
+            Twine(RunnerModuleABIVersion) + " (no symbol " +
+            MLBRIDGE_RUNNER_MODULE_ENTRY + "): " + Fix)
+        .str();
+  const RunnerModuleInfo *Info = Entry();
+  if (!Info || Info->ABIVersion != RunnerModuleABIVersion ||
+      std::strcmp(Info->MLBridgeVersion, MLBRIDGE_VERSION) != 0 ||
+      Info->Kind != Kind)
+    return ("the runner module '" + Path +
+            "' is from another build (mlbridge " +
+            (Info ? Info->MLBridgeVersion : "?") + ", module ABI " +
+            Twine(Info ? Info->ABIVersion : 0) +
+            ") than the plugin (mlbridge " + MLBRIDGE_VERSION +
+            ", module ABI " + Twine(RunnerModuleABIVersion) + "): " + Fix)
+        .str();
+  Out = Info;
+  return "";
+}
+
+} // namespace
+
+Expected<const RunnerModuleInfo &> loadRunnerModule(RunnerModuleKind Kind) {
+  static LoadedModule Modules[2];
+  LoadedModule &M = Modules[Kind == RunnerModuleKind::Grpc ? 0 : 1];
+  std::call_once(M.Once, [&] { M.Error = loadModule(Kind, M.Info); });
+  if (!M.Info)
+    return createStringError(
+        std::make_error_code(std::errc::no_such_file_or_directory), M.Error);
+  return *M.Info;
+}
+
+} // namespace mlbridge::plugins
+
+#ifdef MLBRIDGE_HAVE_PROTOBUF
+namespace mlbridge {
+
+namespace {
+
+/// Stands in for the protobuf SerDes when the gRPC module cannot be loaded:
+/// every operation fails with the reason, since createProtobufSerDes()
+/// cannot. (RunnerFactory loads the module up front and reports the error
+/// when the runner is built.)
+class UnavailableProtobufSerDes final : public SerDes {
+public:
+  UnavailableProtobufSerDes(const DecoderLimits &Limits, std::string Why)
+      : SerDes(SerDesKind::Protobuf, Limits), Why(std::move(Why)) {}
+  Error encodeHeader(const Header &, std::string &) override { return fail(); }
+  Error encodeContext(StringRef, std::string &) override { return fail(); }
+  Error encodeMessage(MessageKind, int64_t, ArrayRef<TensorRef>,
+                      std::string &) override {
+    return fail();
+  }
+  Error encodeEnd(std::string &) override { return fail(); }
+  Expected<std::optional<Record>> decode(ByteReader &) override {
+    return fail();
+  }
+
+private:
+  Error fail() const {
+    return createStringError(inconvertibleErrorCode(),
+                             "the protobuf SerDes is unavailable: " + Why);
+  }
+  std::string Why;
+};
+
+} // namespace
+
+std::unique_ptr<SerDes> createProtobufSerDes(const DecoderLimits &Limits) {
+  Expected<const plugins::RunnerModuleInfo &> Module =
+      plugins::loadRunnerModule(plugins::RunnerModuleKind::Grpc);
+  if (!Module)
+    return std::make_unique<UnavailableProtobufSerDes>(
+        Limits, toString(Module.takeError()));
+  return Module->CreateProtobufSerDes(Limits);
+}
+
+} // namespace mlbridge
+#endif // MLBRIDGE_HAVE_PROTOBUF
