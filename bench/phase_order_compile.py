@@ -17,10 +17,13 @@ the pass's trace):
 The Python agent of (a) and (b) is the trained PyTorch policy: it is evaluated on every
 observation (its time counts) and its choice compared with (c)'s, then (c)'s action is
 sent, so that all three do the same work. Each configuration's ``.text`` size after
-``llc-22 -O2`` is recorded (they must agree: same sequences, same passes).
+``llc-22 -O2`` is recorded (they must agree: same sequences, same passes). For scale, each
+module is also compiled with stock ``opt-22 -passes='default<Oz>'`` (its own pipeline, so
+its size differs).
 
-    .venv/bin/python bench/phase_order_compile.py --agent DIR   # policy.json (+ agent.onnx)
-    .venv/bin/python bench/phase_order_compile.py --agent DIR --smoke   # 2 modules
+    .venv/bin/python bench/phase_order_compile.py              # the built-in phase-order-oz
+    .venv/bin/python bench/phase_order_compile.py --agent DIR  # policy.json (+ agent.onnx)
+    .venv/bin/python bench/phase_order_compile.py --smoke      # 2 modules
 
 Results: ``bench/results/phase-order-<time>.json`` and ``.md``; the Markdown also goes to
 ``bench/results/phase-order-latest.md``.
@@ -56,6 +59,8 @@ from mlbridge.phase_order import (
 ROOT = Path(__file__).resolve().parents[1]
 #: The POSET-RL paper's speed-up of in-process phase ordering (reported, never asserted).
 PAPER_SPEEDUP = "4-7x"
+#: The agent mlbridge ships (mlbridge models install-builtin registers it as phase-order-oz).
+BUILTIN_AGENT = ROOT / "mlbridge" / "models" / "builtin" / "phase-order-oz.json"
 
 
 @dataclass
@@ -181,12 +186,14 @@ def markdown(rows: Sequence[Row], modules: int, steps: int, agreement: float) ->
             f"| {r.name} | {r.processes} | {total:.2f} | {per:.1f} | {ratio:.2f}x | "
             f"{r.text_bytes} |"
         )
-    a, b, c = (sum(r.seconds) for r in rows)
+    a, b, c, oz = (sum(r.seconds) for r in rows)
     lines += [
         "",
         f"Speed-up of the in-process episode over POSET-RL's design: {a / b:.2f}x with the "
         f"Python agent over the pipe, {a / c:.2f}x with the ONNX agent (the paper reports "
         f"{PAPER_SPEEDUP}).",
+        f"Compile time against stock -Oz: the in-process ONNX episode takes {c / oz:.2f}x, "
+        f"POSET-RL's design {a / oz:.2f}x.",
         f"The Python agent chose the ONNX agent's action on {agreement * 100:.1f}% of its "
         "decisions.",
     ]
@@ -199,10 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--agent",
         type=Path,
-        required=True,
+        default=BUILTIN_AGENT,
         help="a policy.json, or a folder with policy.json and agent.onnx "
-        "(mlbridge train phase-order -o DIR)",
+        "(mlbridge train phase-order -o DIR); default: the built-in phase-order-oz",
     )
+    p.add_argument("--modules", type=int, default=0, help="only the first N held-out modules")
     p.add_argument("--build-dir", type=Path, default=None)
     p.add_argument("--corpus", type=Path, default=None)
     p.add_argument("--smoke", action="store_true", help="2 modules: correctness only")
@@ -217,6 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     modules = [m.bitcode_path for m in manifest.ok_modules(split="heldout")]
     if args.smoke:
         modules = modules[:2]
+    elif args.modules > 0:
+        modules = modules[: args.modules]
     plugin = find_plugin(args.build_dir)
     policy_file = args.agent / "policy.json" if args.agent.is_dir() else args.agent
     policy = PhasePolicy.load(policy_file)
@@ -226,7 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         Row("(a) POSET-RL: opt per step + observation process, Python agent"),
         Row("(b) in-process episode, Python agent over the pipe"),
         Row("(c) in-process episode, ONNX agent"),
+        Row("stock opt-22 -passes='default<Oz>' (for scale; its own pipeline)"),
     ]
+    opt = find_llvm_tool("opt")
     decisions = agreements = total_steps = 0
     mismatched: list[str] = []
     with tempfile.TemporaryDirectory(prefix="mlbridge-bench-po-") as tmp:
@@ -235,6 +247,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             onnx_model = policy.to_onnx(work / "agent.onnx")
         for i, module in enumerate(modules):
             outs = [work / f"out-{k}.bc" for k in "abc"]
+            # Stock -Oz, for scale: how an ordinary compile of the module compares.
+            seconds, _ = _timed_run(
+                [str(opt), "-passes=default<Oz>", str(module), "-o", str(work / "out-oz.bc")],
+                args.timeout,
+            )
+            rows[3].seconds.append(seconds)
+            rows[3].processes += 1
+            rows[3].text_bytes += text_size(work / "out-oz.bc", timeout=args.timeout)
             # (c) first: its trace gives the sequence every configuration applies.
             argv = phase_order_command(
                 module,
@@ -280,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 decisions += r.decisions
                 agreements += r.agreements
             sizes = [text_size(o, timeout=args.timeout) for o in outs]
-            for row, size in zip(rows, sizes, strict=True):
+            for row, size in zip(rows[:3], sizes, strict=True):
                 row.text_bytes += size
             if len(set(sizes)) != 1:
                 mismatched.append(f"{module.name}: {sizes}")

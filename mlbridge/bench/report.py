@@ -10,7 +10,7 @@ The sections, each measured in this invocation on this machine:
    (``bench/inprocess_roundtrip.py``, when present);
 4. the inter-process runners' memory over a long run (``bench/roundtrip.py``);
 5. compile time of the ML inliner (``bench/inliner_compile.py``) and of phase ordering
-   (``bench/results/phase-order-*.json``, when present).
+   with the built-in agent (``bench/phase_order_compile.py``), against stock opt-22.
 """
 
 from __future__ import annotations
@@ -92,6 +92,7 @@ class Profile:
         memory_queries: Queries of the inter-process memory run (0: none).
         inliner_args: Extra arguments of ``bench/inliner_compile.py``.
         inprocess_args: Extra arguments of ``bench/inprocess_roundtrip.py``.
+        phase_order_args: Extra arguments of ``bench/phase_order_compile.py``.
     """
 
     name: str
@@ -103,13 +104,16 @@ class Profile:
     memory_queries: int
     inliner_args: list[str]
     inprocess_args: list[str]
+    phase_order_args: list[str]
 
 
 def profile(name: str) -> Profile:
     """The profile ``smoke`` (correctness only), ``quick`` (< 2 min) or ``full`` (< 15 min)."""
     full_sizes = [500 * k for k in range(1, 101)]
     if name == "smoke":
-        return Profile("smoke", [1, 7, 33], 1, [8, 24], 1, 3, 0, ["--smoke"], ["--smoke"])
+        return Profile(
+            "smoke", [1, 7, 33], 1, [8, 24], 1, 3, 0, ["--smoke"], ["--smoke"], ["--smoke"]
+        )
     if name == "quick":
         return Profile(
             "quick",
@@ -121,6 +125,7 @@ def profile(name: str) -> Profile:
             10_000,
             ["--smoke"],
             ["--quick"],
+            ["--modules", "4"],
         )
     if name == "full":
         return Profile(
@@ -132,6 +137,7 @@ def profile(name: str) -> Profile:
             20,
             100_000,
             ["--reps", "3"],
+            [],
             [],
         )
     raise ValueError(f"unknown profile {name!r}: smoke, quick or full")
@@ -389,14 +395,26 @@ def _inliner(build: Path, prof: Profile, timeout: float, log: Progress) -> dict[
     }
 
 
-def _phase_order(results_dir: Path) -> dict[str, Any]:
-    """The latest ``phase-order-*.json`` of ``bench/phase_order_compile.py``, if any."""
-    files = sorted(
-        p for p in results_dir.glob("phase-order-*.json") if "smoke" not in p.name
-    ) or sorted((bench_dir() / "results").glob("phase-order-*.json"))
-    if not files:
-        return {"available": False, "reason": "no bench/results/phase-order-*.json yet"}
-    return {"available": True, "file": files[-1].name, "data": json.loads(files[-1].read_text())}
+def _phase_order(build: Path, prof: Profile, timeout: float, log: Progress) -> dict[str, Any]:
+    """``bench/phase_order_compile.py`` with the built-in agent phase-order-oz.
+
+    POSET-RL's design, the in-process episode and stock opt-22 -Oz on the held-out modules.
+    """
+    script = _script_available("phase_order_compile.py")
+    if script is None:
+        return {"available": False, "reason": "bench/phase_order_compile.py is not present"}
+    with tempfile.TemporaryDirectory(prefix="mlbridge-bench-po-") as tmp:
+        argv = [
+            sys.executable, str(script), "--build-dir", str(build), "--out", tmp,
+            "--timeout", str(timeout), *prof.phase_order_args,
+        ]  # fmt: skip
+        log(f"phase-ordering compile time: {' '.join(argv[1:])}")
+        proc = subprocess.run(argv, stdout=subprocess.DEVNULL, timeout=timeout * 10)
+        files = sorted(Path(tmp).glob("phase-order-*.json"))
+        if proc.returncode != 0 or not files:
+            raise RuntimeError(f"bench/phase_order_compile.py failed (exit {proc.returncode})")
+        data = json.loads(files[-1].read_text())
+    return {"available": True, "file": files[-1].name, "data": data}
 
 
 # -- the whole run ---------------------------------------------------------------------------
@@ -440,7 +458,7 @@ def run_report(
         memory["in-process"] = inprocess.get("memory", [])
 
     inliner = _inliner(build, prof, timeout, log)
-    phase_order = _phase_order(bench_dir() / "results")
+    phase_order = _phase_order(build, prof, timeout, log)
 
     warnings = [
         f"{r['host']} / {r['label']}: spread {r['spread']:.0%} over {r['reps']} reps is wide "
