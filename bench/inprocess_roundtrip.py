@@ -103,12 +103,28 @@ def write_onnx(path: Path, w: np.ndarray) -> None:
     tmp.replace(path)
 
 
-def make_models(models: Path, sizes: list[int], need_aot: bool) -> None:
-    """Makes every missing ``dense<L>.onnx`` and (if ``need_aot``) ``dense<L>.so``."""
+def make_models(models: Path, sizes: list[int], need_aot: bool, lock_timeout: float) -> None:
+    """Makes every missing ``dense<L>.onnx`` and (if ``need_aot``) ``dense<L>.so``.
+
+    Raises:
+        RuntimeError: If another run holds the folder's lock for ``lock_timeout`` seconds.
+    """
     models.mkdir(parents=True, exist_ok=True)
     # One run at a time makes the models: `mlbridge aot` stages files in the folder.
     with open(models / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        deadline = time.monotonic() + lock_timeout
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"another benchmark run has been making models in {models} for over "
+                        f"{lock_timeout:g} s (lock {models / '.lock'}); wait for it, or pass "
+                        "--models-dir to use another folder"
+                    ) from None
+                time.sleep(0.5)
         _make_models_locked(models, sizes, need_aot)
 
 
@@ -418,8 +434,9 @@ def main(argv: list[str]) -> int:
     reps = 1 if args.smoke else args.reps
     mem_queries = 0 if args.smoke else (10_000 if args.quick else args.memory_queries)
     models = args.models_dir or build / "bench-models" / MODEL_VERSION
-    make_models(models, sorted(set(sizes) | ({args.memory_size} if mem_queries else set())),
-                need_aot=any(m.startswith("tfaot") for m in modes))  # fmt: skip
+    needed = sorted(set(sizes) | ({args.memory_size} if mem_queries else set()))
+    need_aot = any(m.startswith("tfaot") for m in modes)
+    make_models(models, needed, need_aot, lock_timeout=args.timeout)
 
     _log(f"{len(sizes)} sizes x {rounds * reps} samples, modes {modes}")
     sweep = measure_sweep(binary, models, modes, sizes, rounds, reps, args.timeout)

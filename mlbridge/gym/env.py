@@ -139,8 +139,13 @@ def _action_space(advice: TensorSpec | None, n_actions: int | None) -> spaces.Sp
     return _feature_space(advice)
 
 
-class _Episode:
-    """One running compilation: the channel, the process and the model side."""
+class CompilerSession:
+    """One running compilation: the channel, the process and the model side.
+
+    Shared by the environments of this package (``CompilerEnv``, ``PhaseOrderEnv``).
+    ``require_end``: the compiler ends every session with an end record (mlbridge's own
+    runner does), so a compiler that stops without one is an error, not a quiet end.
+    """
 
     def __init__(
         self,
@@ -150,7 +155,9 @@ class _Episode:
         serdes: str,
         timeout: float,
         connect_timeout: float,
-        capture: str | os.PathLike[str] | BinaryIO | None,
+        capture: str | os.PathLike[str] | BinaryIO | None = None,
+        *,
+        require_end: bool = False,
     ) -> None:
         self.argv = argv
         self.channel = channel
@@ -164,6 +171,7 @@ class _Episode:
             timeout=timeout,
             connect_timeout=connect_timeout,
             capture=capture,
+            require_end=require_end,
         )
 
     def abort_if_exited(self) -> None:
@@ -174,12 +182,15 @@ class _Episode:
                 f"{self.channel.in_path}: {self.stderr_tail()}"
             )
 
-    def stderr_tail(self, limit: int = 2000) -> str:
+    def stderr(self) -> str:
+        """Everything the compiler wrote on stderr so far ("" if unreadable)."""
         try:
-            text = self.stderr_path.read_text(errors="replace")
+            return self.stderr_path.read_text(errors="replace")
         except OSError:
             return ""
-        return text[-limit:].strip()
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        return self.stderr()[-limit:].strip()
 
     def next_observation(self) -> Observation | None:
         obs = self.ci.evaluate()
@@ -282,7 +293,7 @@ class CompilerEnv(gymnasium.Env[dict[str, Array], Any]):
             Path(workdir_parent).mkdir(parents=True, exist_ok=True)
         self.workdir = Path(tempfile.mkdtemp(prefix="mlbridge-gym-", dir=workdir_parent))
         self._finalizer = weakref.finalize(self, shutil.rmtree, self.workdir, True)
-        self._episode: _Episode | None = None
+        self._episode: CompilerSession | None = None
         self._episode_stop: weakref.finalize[Any, Any] | None = None
         self._last_obs: dict[str, Array] | None = None
         self._done = True
@@ -324,7 +335,7 @@ class CompilerEnv(gymnasium.Env[dict[str, Array], Any]):
             argv.append(a)
         return argv
 
-    def _start(self) -> _Episode:
+    def _start(self) -> CompilerSession:
         self._end_episode()
         try:
             self.output_path.unlink()
@@ -336,7 +347,7 @@ class CompilerEnv(gymnasium.Env[dict[str, Array], Any]):
             self.capture_dir.mkdir(parents=True, exist_ok=True)
             capture = self.capture_dir / f"episode-{self.episodes}.{self.serdes}"
         try:
-            ep = _Episode(
+            ep = CompilerSession(
                 self._argv(channel.base),
                 channel,
                 self.workdir,
@@ -350,7 +361,7 @@ class CompilerEnv(gymnasium.Env[dict[str, Array], Any]):
             raise
         self._episode = ep
         # Reap the compiler even if the environment is dropped without close().
-        self._episode_stop = weakref.finalize(self, _Episode.stop, ep.proc, ep.ci, channel)
+        self._episode_stop = weakref.finalize(self, CompilerSession.stop, ep.proc, ep.ci, channel)
         ep.ci.connect(ep.abort_if_exited)
         return ep
 
@@ -398,7 +409,7 @@ class CompilerEnv(gymnasium.Env[dict[str, Array], Any]):
         dtype = self._advice.type.numpy_dtype
         return np.asarray(action, dtype=dtype).reshape(self._advice.shape)
 
-    def _finish(self, ep: _Episode) -> float:
+    def _finish(self, ep: CompilerSession) -> float:
         """The compiler ended the session: wait for it, measure, end the episode."""
         try:
             code = ep.wait(self.exit_timeout)

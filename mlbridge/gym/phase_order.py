@@ -20,7 +20,6 @@ Every wait is bounded; the compiler is reaped and the FIFOs removed on :meth:`re
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 import weakref
 from collections import OrderedDict
@@ -37,10 +36,8 @@ from mlbridge.compiler.pipe import (
     DEFAULT_CONNECT_TIMEOUT,
     FifoChannel,
     Observation,
-    PipeCompilerInterface,
 )
-from mlbridge.errors import PipeTimeoutError
-from mlbridge.gym.env import CompilationError
+from mlbridge.gym.env import CompilationError, CompilerSession
 from mlbridge.phase_order.command import (
     ACTION_COUNT,
     ACTION_HISTORY,
@@ -82,73 +79,6 @@ class EpisodeSummary:
     output: Path
     trace: list[TraceStep] = field(default_factory=list)
     stderr: str = ""
-
-
-class _Compilation:
-    """One running opt: the process, the channel and the model side."""
-
-    def __init__(
-        self,
-        argv: list[str],
-        channel: FifoChannel,
-        workdir: Path,
-        serdes: str,
-        timeout: float,
-        connect_timeout: float,
-    ) -> None:
-        self.argv = argv
-        self.channel = channel
-        self.stderr_path = workdir / "stderr.txt"
-        with open(workdir / "stdout.txt", "wb") as out, open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-        # The pass's runner ends every session with an end record: require it, so that a
-        # crash of opt is an error rather than a quiet end.
-        self.ci = PipeCompilerInterface(
-            channel.base,
-            serdes,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            require_end=True,
-        )
-
-    def abort_if_exited(self) -> None:
-        code = self.proc.poll()
-        if code is not None:
-            raise CompilationError(
-                f"opt exited with code {code} before opening {self.channel.in_path}: "
-                f"{self.stderr()[-2000:]}"
-            )
-
-    def stderr(self) -> str:
-        try:
-            return self.stderr_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def wait(self, timeout: float) -> int:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise PipeTimeoutError(
-                f"opt did not exit within {timeout:g} s after the session ended"
-            ) from None
-
-    @staticmethod
-    def stop(proc: subprocess.Popen[bytes], ci: PipeCompilerInterface, ch: FifoChannel) -> None:
-        """Close the model side, reap opt (terminate, then kill), remove the FIFOs."""
-        try:
-            ci.close()
-        finally:
-            try:
-                if proc.poll() is None:
-                    proc.terminate()
-                    try:
-                        proc.wait(5.0)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait(30.0)
-            finally:
-                ch.close()
 
 
 class PhaseOrderEnv(gymnasium.Env[dict[str, Array], int]):
@@ -228,7 +158,7 @@ class PhaseOrderEnv(gymnasium.Env[dict[str, Array], int]):
             Path(workdir_parent).mkdir(parents=True, exist_ok=True)
         self.workdir = Path(tempfile.mkdtemp(prefix="mlbridge-phase-order-", dir=workdir_parent))
         self._finalizer = weakref.finalize(self, shutil.rmtree, self.workdir, True)
-        self._run: _Compilation | None = None
+        self._run: CompilerSession | None = None
         self._run_stop: weakref.finalize[Any, Any] | None = None
         self._last: Observation | None = None
         self._module: Path | None = None
@@ -284,26 +214,29 @@ class PhaseOrderEnv(gymnasium.Env[dict[str, Array], int]):
 
     # -- the compiler -----------------------------------------------------------------
 
-    def _start(self, module: Path) -> _Compilation:
+    def _start(self, module: Path) -> CompilerSession:
         self._end()
         self.output_path.unlink(missing_ok=True)
         argv = phase_order_command(module, self.output_path, **self._options)
         channel = FifoChannel(parent=self.workdir)
         try:
-            run = _Compilation(
+            # The pass's runner ends every session with an end record: require it, so
+            # that a crash of opt is an error rather than a quiet end.
+            run = CompilerSession(
                 [a.replace("{base}", str(channel.base)) for a in argv],
                 channel,
                 self.workdir,
                 self.serdes,
                 self.timeout,
                 self.connect_timeout,
+                require_end=True,
             )
         except BaseException:
             channel.close()
             raise
         self._run = run
         # Reap opt even if the environment is dropped without close().
-        self._run_stop = weakref.finalize(self, _Compilation.stop, run.proc, run.ci, channel)
+        self._run_stop = weakref.finalize(self, CompilerSession.stop, run.proc, run.ci, channel)
         run.ci.connect(run.abort_if_exited)
         return run
 
