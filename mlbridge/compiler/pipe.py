@@ -387,31 +387,87 @@ class _FifoReader:
         What the line buffer holds is copied; the rest is read straight from the FIFO into
         ``view``, each read also taking what follows (up to a chunk) into the buffer.
         """
-        n = len(view)
-        have = min(len(self._buf) - self._start, n)
-        if have:
+        self._read_views([view], len(view))
+
+    def read_framed(
+        self, max_len: int, frame: Callable[[bytes | bytearray, int], list[memoryview] | None]
+    ) -> bool | None:
+        """Read a line and the values it announces, if ``frame`` knows how many follow.
+
+        The fast path of line-framed records (the bitstream layout): one call reads the
+        next line (at most ``max_len`` bytes), hands it and its stream offset to
+        ``frame``, which returns the views to fill with the bytes that follow it (or
+        ``None``), and fills them.
+
+        Returns:
+            ``True`` once the views are filled; ``None`` at a clean end of input; ``False``,
+            having consumed nothing, if ``frame`` declines the line, the line is not
+            complete in the bytes at hand, or the traffic is being captured: the caller
+            then reads the record the generic way.
+
+        Raises:
+            TruncatedInputError: If the input ends before the views are full; every byte
+                that arrived is consumed, so :attr:`offset` is where the input ended.
+            PipeTimeoutError: If a read waits longer than the timeout.
+        """
+        if self._sink is not None:
+            return False
+        buf = self._buf
+        start = self._start
+        if start >= len(buf):  # the usual case: the record has not arrived yet
+            if not self._fill(_next_record, _LINE_CHUNK):
+                return None
             start = self._start
+        end = buf.find(b"\n", start, start + max_len + 1)
+        if end < 0:
+            return False
+        views = frame(buf[start:end], self._offset)
+        if views is None:
+            return False
+        self._start = end + 1
+        self._offset += end + 1 - start
+        total = 0
+        for view in views:
+            total += len(view)
+        self._read_views(views, total)
+        return True
+
+    def _read_views(self, views: list[memoryview], n: int) -> None:
+        """Fill ``views`` (``n`` bytes in all) in order: from the buffer, then the FIFO."""
+        start = self._start
+        have = len(self._buf) - start
+        sink = self._sink
+        offset = self._offset  # where this read starts
+        rest = list(views)  # what is still to fill (the caller's list stays as it was)
+        if have:
+            rest = []
             with memoryview(self._buf) as buf:
-                view[:have] = buf[start : start + have]
-            self._start = start + have
-            self._offset += have
-            if self._sink is not None:
-                self._sink(bytes(view[:have]))
-        if have == n:
-            return
-        offset = self._offset - have  # where the read started
-        if self._eof:
-            self._offset = offset
-            raise self._truncated(n, have)
-        # The buffer is used up: start it afresh with what follows the view.
+                for view in views:
+                    size = len(view)
+                    take = size if size < have else have
+                    if take:
+                        view[:take] = buf[start : start + take]
+                        if sink is not None:
+                            sink(bytes(view[:take]))
+                        start += take
+                        have -= take
+                        self._offset += take
+                    if take < size:
+                        rest.append(view[take:])
+            self._start = start
+            if not rest:
+                return
+        # The buffer is used up: start it afresh with what follows the views.
         self._buf.clear()
         self._start = 0
+        if self._eof:
+            raise self._truncated_read(n, offset)
         spare = self._spare
         fd, poll = self._fd, self._poller.poll
         deadline = 0.0
-        while have < n:
+        while rest:
             try:
-                got = os.readv(fd, [view[have:], spare])
+                got = os.readv(fd, [*rest, spare])
             except BlockingIOError:
                 if not deadline:
                     deadline = time.monotonic() + self._timeout
@@ -423,16 +479,29 @@ class _FifoReader:
                 raise PipeError(f"{self._path}: read failed: {e.strerror}") from None
             if not got:
                 self._eof = True
-                self._offset = offset
-                raise self._truncated(n, have)
+                raise self._truncated_read(n, offset)
             deadline = 0.0  # progress: the bound applies to each chunk
-            mine = min(got, n - have)
-            if self._sink is not None:
-                self._sink(bytes(view[have : have + mine]))
-            have += mine
-            self._offset += mine
-            if got > mine:
-                self._buf += memoryview(spare)[: got - mine]
+            while rest and got:
+                view = rest[0]
+                size = len(view)
+                mine = size if size < got else got
+                if sink is not None:
+                    sink(bytes(view[:mine]))
+                self._offset += mine
+                got -= mine
+                if mine < size:
+                    rest[0] = view[mine:]
+                else:
+                    del rest[0]
+            if got:
+                self._buf += memoryview(spare)[:got]
+
+    def _truncated_read(self, n: int, offset: int) -> TruncatedInputError:
+        """The error of a read of ``n`` bytes from ``offset`` that ended at :attr:`offset`."""
+        return TruncatedInputError(
+            f"input ends at byte offset {self._offset}: needed {n} bytes from offset "
+            f"{offset}, only {self._offset - offset} arrived"
+        )
 
     def _truncated(self, n: int, have: int) -> TruncatedInputError:
         """The error of a read of ``n`` bytes from the current offset that got ``have``."""
@@ -728,7 +797,7 @@ class PipeCompilerInterface(Closing):
         assert reader is not None
         decode = self._serdes.decode
         while True:
-            start = reader.offset
+            start = reader._offset  # noqa: SLF001 (the property's value, without the call)
             try:
                 record = decode(reader)
             except TruncatedInputError as e:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -37,14 +38,14 @@ _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _KINDS = {k.value: k for k in MessageKind}
 #: Tensors of at least this many bytes are read into recycled memory; smaller ones
-#: are views of the bytes read (cheaper to set up).
-_POOLED = 4096
 
 
 class _Plan:
     """How to read the tensors of one message kind of one header (numeric, not bool)."""
 
-    __slots__ = ("dtypes", "dynamic", "itemsizes", "names", "shapes", "sizes", "specs", "types")
+    __slots__ = (
+        "dtypes", "dynamic", "fields", "itemsizes", "names", "shapes", "sizes", "specs", "types",
+    )  # fmt: skip
 
     def __init__(self, specs: tuple[TensorSpec, ...]) -> None:
         self.specs = specs
@@ -52,6 +53,8 @@ class _Plan:
         self.types = tuple(s.type for s in specs)
         self.dtypes = tuple(s.type.numpy_dtype for s in specs)
         self.itemsizes = tuple(s.type.itemsize or 0 for s in specs)
+        #: Per tensor: name, element type, numpy dtype, item size.
+        self.fields = tuple(zip(self.names, self.types, self.dtypes, self.itemsizes, strict=True))
         self.shapes = tuple(tuple(s.shape) for s in specs)
         #: Indices of the specs with a dynamic dimension.
         self.dynamic = tuple(i for i, s in enumerate(specs) if s.is_dynamic)
@@ -96,6 +99,10 @@ class BitstreamSerDes(SerDes):
         # Per message kind, how to read a message of read_header (_plan()).
         self._plans: dict[str, _Plan | None] = {}
         self._plans_header: Header | None = None
+        # The message read_framed() is reading (_frame() to _framed_message()), and the
+        # byte after its values (the final newline).
+        self._framing: Any = None
+        self._newline = memoryview(bytearray(1))
 
     def reset(self) -> None:
         """Forget both headers."""
@@ -167,6 +174,15 @@ class BitstreamSerDes(SerDes):
 
     def decode(self, reader: ByteReader) -> Record | None:
         """Decode the next record; ``None`` at a clean end of stream."""
+        read_framed = getattr(reader, "read_framed", None)
+        if read_framed is not None and self.read_header is not None:
+            # The per-decision case: a message of numeric tensors, read in one call.
+            try:
+                framed = read_framed(self.limits.max_message_bytes, self._frame)
+            except TruncatedInputError:
+                raise self._framed_truncated(reader.offset) from None
+            if framed is not False:
+                return None if framed is None else self._framed_message()
         if reader.at_end():
             return None
         offset = reader.offset
@@ -177,7 +193,7 @@ class BitstreamSerDes(SerDes):
             obj = None
         if type(obj) is not dict or not obj:
             obj = _lines.parse_line(line, offset)  # raises, with the wording
-        if next(iter(obj)) in _KINDS:  # a message: the per-decision case comes first
+        if next(iter(obj)) in _KINDS:  # a message
             return self._decode_message(obj, reader, offset, len(line) + 1)
         if "features" in obj:
             self.read_header = _lines.parse_header(obj, offset, self.limits)
@@ -186,6 +202,89 @@ class BitstreamSerDes(SerDes):
         if simple is not None:
             return simple
         return self._decode_message(obj, reader, offset, len(line) + 1)
+
+    def _frame(self, line: bytes | bytearray, offset: int) -> list[memoryview] | None:
+        """``read_framed``'s callback: where the values after ``line`` go, if it is usual.
+
+        A message of numeric tensors whose line is exactly as the generic path wants it
+        gets one block of recycled memory for all its values, plus the final newline.
+        ``None`` (nothing consumed) for anything else: the generic path then reads the
+        record and words any error. The checks are the generic path's, written out flat.
+        """
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        if type(obj) is not dict or not obj:
+            return None
+        key = next(iter(obj))
+        kind = _KINDS.get(key)
+        if kind is None:
+            return None
+        msg_id = obj[key]
+        if (
+            type(msg_id) is not int
+            or not _INT64_MIN <= msg_id <= _INT64_MAX
+            or not (len(obj) == 1 or (len(obj) == 2 and "shapes" in obj))
+        ):
+            return None
+        if self._plans_header is self.read_header and key in self._plans:
+            plan = self._plans[key]  # the usual case: no call
+        else:
+            plan = self._plan(kind, key)
+        if plan is None:
+            return None
+        layout = self._layout(plan, obj.get("shapes"))
+        if layout is None:
+            return None
+        shapes, sizes = layout
+        total = 0
+        for n in sizes:
+            total += n
+        if total > self.limits.max_message_bytes - len(line) - 1:
+            return None
+        block = self._values.message_block(total)
+        self._framing = (plan, kind, msg_id, offset, offset + len(line) + 1, shapes, sizes, block)
+        return [memoryview(block), self._newline]
+
+    def _framed_message(self) -> Message:
+        """The message whose values ``read_framed`` has just read (see :meth:`_frame`)."""
+        plan, kind, msg_id, offset, start, shapes, sizes, block = self._framing
+        if self._newline[0] != 10:
+            raise MalformedInputError(
+                f"{kind.value} {msg_id} at byte offset {offset}: expected the final newline "
+                f"at byte offset {start + block.size}, got {bytes(self._newline)!r} (do the "
+                "values match the header?)"
+            )
+        tensors = []
+        trusted = Tensor._trusted
+        at = 0
+        fields = zip(plan.fields, shapes, sizes, strict=True)
+        for (name, etype, dtype, itemsize), shape, size in fields:
+            values = block[at : at + size]
+            # The stream packs values without padding: a misaligned tensor gets a copy.
+            array = values.view(dtype) if at % itemsize == 0 else values.copy().view(dtype)
+            if len(shape) != 1:
+                array = array.reshape(shape)
+            tensors.append(trusted(name, etype, array))
+            at += size
+        return Message._trusted(kind, msg_id, tuple(tensors))
+
+    def _framed_truncated(self, ended: int) -> TruncatedInputError:
+        """The error of a framed message whose input ended at stream offset ``ended``."""
+        plan, kind, msg_id, offset, start, shapes, sizes, _ = self._framing
+        where = f"{kind.value} {msg_id} at byte offset {offset}"
+        for spec, shape, size in zip(plan.specs, shapes, sizes, strict=True):
+            if ended < start + size:
+                return TruncatedInputError(
+                    f"{where}: tensor {spec.name!r} ({spec.type.llvm_name}{list(shape)}) "
+                    f"starting at byte offset {start}: input ends at byte offset {ended}, "
+                    f"{ended - start} of its {size} bytes arrived"
+                )
+            start += size
+        return TruncatedInputError(
+            f"{where}: input ends at byte offset {ended} before the final newline"
+        )
 
     def _plan(self, kind: MessageKind, key: str) -> _Plan | None:
         """The cached reading plan of ``kind`` for the current read header.
@@ -205,113 +304,37 @@ class BitstreamSerDes(SerDes):
             plan = self._plans[key] = _Plan(specs) if ok and specs is not None else None
         return plan  # type: ignore[return-value]
 
-    def _decode_fast(
-        self, plan: _Plan, kind: MessageKind, msg_id: int, shapes_obj: object,
-        reader: Any, offset: int, used: int,
-    ) -> Message | None:  # fmt: skip
-        """Read a message of numeric tensors straight into arrays.
+    def _layout(
+        self, plan: _Plan, shapes_obj: object
+    ) -> tuple[Sequence[tuple[int, ...]], Sequence[int]] | None:
+        """The shapes and value bytes of a message of ``plan`` whose line gave ``shapes_obj``.
 
-        Returns ``None``, having consumed nothing, if anything is unusual: the generic
-        path then reads the message and words the error. This is the model's
-        per-decision hot path: the checks are the generic path's, written out flat.
+        ``None`` if anything is unusual (the generic path then words the error).
         """
         if shapes_obj is None:
             if plan.dynamic:
                 return None
-            shapes = plan.shapes
-            sizes = plan.sizes
-        else:
-            if (
-                not plan.dynamic
-                or type(shapes_obj) is not dict
-                or len(shapes_obj) != len(plan.dynamic)
-            ):
-                return None
-            shapes = list(plan.shapes)
-            sizes = list(plan.sizes)
-            max_dim = self.limits.max_dim  # the rank is the spec's, which the header bounds
-            for i in plan.dynamic:
-                shape = shapes_obj.get(plan.names[i])
-                spec_shape = plan.shapes[i]
-                if type(shape) is not list or len(shape) != len(spec_shape):
-                    return None
-                for d, s in zip(shape, spec_shape, strict=True):
-                    if type(d) is not int or not 0 <= d <= max_dim or (s != d and s != DYNAMIC):
-                        return None
-                shapes[i] = shape = tuple(shape)
-                sizes[i] = math.prod(shape) * plan.itemsizes[i]
-        total = pooled = 0
-        for n in sizes:
-            total += n
-            if n >= _POOLED:
-                pooled += (n + 7) & ~7  # RecyclingBuffer.padded
-        if total > self.limits.max_message_bytes - used:
+            return plan.shapes, plan.sizes
+        if not plan.dynamic or type(shapes_obj) is not dict or len(shapes_obj) != len(plan.dynamic):
             return None
-        pool = self._values
-        if pooled:
-            pool.start_message(pooled)
-        tensors = []
-        read_into = reader.read_into
-        trusted = Tensor._trusted
-        start = offset + used  # of each tensor's values in the stream
-        for name, etype, dtype, shape, size in zip(
-            plan.names, plan.types, plan.dtypes, shapes, sizes, strict=True
-        ):
-            try:
-                if size >= _POOLED:
-                    out = pool.take(size)
-                    read_into(memoryview(out))
-                    array = out.view(dtype)
-                else:  # small: a view of the bytes read (no pool bookkeeping)
-                    array = np.frombuffer(reader.read_exact(size), dtype=dtype)
-            except TruncatedInputError as e:  # worded as _read_tensor words it
-                raise TruncatedInputError(
-                    f"{kind.value} {msg_id} at byte offset {offset}: tensor {name!r} "
-                    f"({etype.llvm_name}{list(shape)}) starting at byte offset {start}: {e}"
-                ) from None
-            if len(shape) != 1:
-                array = array.reshape(shape)
-            tensors.append(trusted(name, etype, array))
-            start += size
-        end_offset = start
-        try:
-            newline = reader.read_exact(1)
-        except TruncatedInputError:
-            raise TruncatedInputError(
-                f"{kind.value} {msg_id} at byte offset {offset}: input ends at byte offset "
-                f"{end_offset} before the final newline"
-            ) from None
-        if newline != b"\n":
-            raise MalformedInputError(
-                f"{kind.value} {msg_id} at byte offset {offset}: expected the final newline "
-                f"at byte offset {end_offset}, got {newline!r} (do the values match the "
-                "header?)"
-            )
-        return Message._trusted(kind, msg_id, tuple(tensors))
+        shapes = list(plan.shapes)
+        sizes = list(plan.sizes)
+        max_dim = self.limits.max_dim  # the rank is the spec's, which the header bounds
+        for i in plan.dynamic:
+            shape = shapes_obj.get(plan.names[i])
+            spec_shape = plan.shapes[i]
+            if type(shape) is not list or len(shape) != len(spec_shape):
+                return None
+            for d, s in zip(shape, spec_shape, strict=True):
+                if type(d) is not int or not 0 <= d <= max_dim or (s != d and s != DYNAMIC):
+                    return None
+            shapes[i] = shape = tuple(shape)
+            sizes[i] = math.prod(shape) * plan.itemsizes[i]
+        return shapes, sizes
 
     def _decode_message(
         self, obj: dict[str, Any], reader: ByteReader, offset: int, used: int
     ) -> Message:
-        key = next(iter(obj))
-        kind = _KINDS.get(key)
-        msg_id = obj[key] if kind is not None else None
-        if (
-            kind is not None
-            and type(msg_id) is int
-            and _INT64_MIN <= msg_id <= _INT64_MAX
-            and (len(obj) == 1 or (len(obj) == 2 and "shapes" in obj))
-            and hasattr(reader, "read_into")
-        ):
-            if self._plans_header is self.read_header and key in self._plans:
-                plan = self._plans[key]  # the usual case: no call
-            else:
-                plan = self._plan(kind, key)
-            if plan is not None:
-                fast = self._decode_fast(
-                    plan, kind, msg_id, obj.get("shapes"), reader, offset, used
-                )
-                if fast is not None:
-                    return fast
         key = _lines.message_kind_key(obj, offset)
         kind = MessageKind(key)
         msg_id = check_id(obj[key], offset)

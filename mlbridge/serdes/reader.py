@@ -8,6 +8,7 @@ clean end (between records) from input that stops in the middle of a record.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 import numpy as np
@@ -24,6 +25,10 @@ class ByteReader(Protocol):
     A reader may also offer ``read_into(view: memoryview) -> None``, which fills ``view``
     with exactly the next ``len(view)`` bytes (or raises :class:`TruncatedInputError`):
     decoders use it, when present, to read tensor values straight into their arrays.
+
+    And for line-framed records (the bitstream layout), ``read_framed(max_len, frame)``:
+    it reads the next line, asks ``frame(line, offset)`` for the views the bytes after it
+    go to, and fills them, all in one call (see :meth:`BytesReader.read_framed`).
     """
 
     @property
@@ -92,6 +97,48 @@ class BytesReader:
             self.read_exact(n)  # raises, with the message
         view[:] = memoryview(self._data)[self._pos : self._pos + n]
         self._pos += n
+
+    def read_framed(
+        self, max_len: int, frame: Callable[[bytes | bytearray, int], list[memoryview] | None]
+    ) -> bool | None:
+        """Read a line and the bytes it announces, if ``frame`` knows how many follow.
+
+        ``frame(line, offset)`` gets the next line (without its newline, at most
+        ``max_len`` bytes) and its stream offset, and returns the views to fill with the
+        bytes that follow the line, or ``None`` to decline.
+
+        Returns:
+            ``True`` once the views are filled; ``None`` at the end of input; ``False``,
+            having consumed nothing, if ``frame`` declines or there is no complete line:
+            the caller then reads the record the generic way.
+
+        Raises:
+            TruncatedInputError: If the input ends before the views are full; the bytes
+                that are there are consumed, so :attr:`offset` is where the input ended.
+        """
+        data, pos = self._data, self._pos
+        if pos >= len(data):
+            return None
+        end = data.find(b"\n", pos, pos + max_len + 1)
+        if end < 0:
+            return False
+        views = frame(data[pos:end], pos)
+        if views is None:
+            return False
+        pos = end + 1
+        with memoryview(data) as source:
+            for view in views:
+                n = len(view)
+                if n > len(data) - pos:
+                    self._pos = len(data)
+                    raise TruncatedInputError(
+                        f"input ends at byte offset {len(data)}: needed {n} bytes from "
+                        f"offset {pos}, only {len(data) - pos} arrived"
+                    )
+                view[:] = source[pos : pos + n]
+                pos += n
+        self._pos = pos
+        return True
 
     def read_line(self, max_len: int) -> bytes:
         """Read a line terminated by newline and return it without the newline."""
@@ -230,6 +277,11 @@ class RecyclingBuffer:
             self._current = (self._current + 1) % self.KEEP
             blocks[self._current] = block
         self._used = 0
+
+    def message_block(self, nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
+        """:meth:`start_message` and :meth:`take` of a message that is one slice."""
+        self.start_message(self.padded(nbytes))
+        return self.take(nbytes)
 
     def take(self, nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
         """The next ``nbytes`` slice of the message started by :meth:`start_message`."""

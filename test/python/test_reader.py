@@ -1,6 +1,7 @@
 import io
 import os
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -128,3 +129,77 @@ def test_bitstream_bad_dynamic_shapes_get_the_generic_errors(shapes):
     data = header + b'{"observation":0,"shapes":' + shapes + b"}\n" + bytes(20) + b"\n"
     with pytest.raises(MLBridgeError):
         list(get_serdes("bitstream").iter_decode(BytesReader(data)))
+
+
+def _fifo_reader(data: bytes):
+    """A pipe reader of mlbridge's model side over ``data`` (the writer then closes)."""
+    import fcntl
+
+    from mlbridge.compiler.pipe import _FifoReader
+
+    read_fd, write_fd = os.pipe()
+    fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    os.write(write_fd, data)
+    os.close(write_fd)
+    os.set_blocking(read_fd, False)
+    return _FifoReader(read_fd, Path("test.out"), 10.0)
+
+
+FRAMED_READERS = [BytesReader, _fifo_reader]
+
+
+@pytest.mark.parametrize("make", FRAMED_READERS)
+def test_read_framed_fills_the_views_the_frame_asks_for(make):
+    reader = make(b"3\nabcdef\nrest")
+    out, tail = bytearray(3), bytearray(4)
+    seen = []
+
+    def frame(line: bytes, offset: int) -> list[memoryview]:
+        seen.append((bytes(line), offset))
+        return [memoryview(out), memoryview(tail)]
+
+    assert reader.read_framed(100, frame) is True
+    assert seen == [(b"3", 0)] and out == b"abc" and tail == b"def\n"
+    assert reader.offset == 9
+    assert reader.read_exact(4) == b"rest"
+    assert reader.read_framed(100, frame) is None  # the end of input
+
+
+@pytest.mark.parametrize("make", FRAMED_READERS)
+def test_read_framed_that_is_declined_consumes_nothing(make):
+    reader = make(b"header\nvalues")
+    assert reader.read_framed(100, lambda line, offset: None) is False
+    assert reader.offset == 0 and reader.read_line(100) == b"header"
+
+
+@pytest.mark.parametrize("make", FRAMED_READERS)
+def test_read_framed_truncated_consumes_what_arrived(make):
+    reader = make(b"x\nabc")
+    with pytest.raises(TruncatedInputError, match="needed 5 bytes from offset 2, only 3 arrived"):
+        reader.read_framed(100, lambda line, offset: [memoryview(bytearray(5))])
+    assert reader.offset == 5
+
+
+def test_bitstream_values_packed_off_their_alignment_decode_as_aligned_arrays():
+    # The stream packs values without padding: a float after three int8 starts at an odd
+    # offset, and its array must still be a correct, aligned float array.
+    sd = get_serdes("bitstream")
+    specs = (
+        TensorSpec("b", ElementType.INT8, (3,)),
+        TensorSpec("f", ElementType.FLOAT, (2,)),
+        TensorSpec("d", ElementType.DOUBLE, (-1,)),
+    )
+    message = Message(
+        MessageKind.OBSERVATION,
+        7,
+        (
+            Tensor("b", ElementType.INT8, [1, -2, 3]),
+            Tensor("f", ElementType.FLOAT, [0.5, -1.25]),
+            Tensor("d", ElementType.DOUBLE, [1e300, -2.5, 3.0]),
+        ),
+    )
+    data = sd.encode(Header(specs)) + sd.encode(message)
+    for reader in (BytesReader(data), _fifo_reader(data)):
+        decoded = list(get_serdes("bitstream").iter_decode(reader))[1]
+        assert decoded == message
+        assert all(t.array.flags.aligned for t in decoded.tensors)
