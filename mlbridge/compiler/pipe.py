@@ -286,7 +286,10 @@ class _FifoReader:
     This is the model's per-decision hot path, so it keeps system calls to what the
     bytes need (a record line and small tensors come in one ``read``; a large tensor is
     read straight into its array together with whatever follows it, e.g. the record's
-    final newline) and formats the wording of an error only when raising it.
+    final newline) and formats the wording of an error only when raising it. The bytes
+    read ahead live in one buffer that is reused and only ever grows (geometrically, to
+    the longest line seen): reads go straight into it, so a session of growing records
+    does not map fresh memory for every one.
     """
 
     def __init__(
@@ -297,27 +300,42 @@ class _FifoReader:
         self._path = path
         self._timeout = timeout
         self._timeout_ms = max(1, math.ceil(timeout * 1000))
-        self._buf = bytearray()
+        self._buf = bytearray(_READ_CHUNK)
         self._start = 0  # index in _buf of the first unconsumed byte
+        self._end = 0  # index in _buf after the last byte read
         self._offset = 0  # stream offset of _buf[_start]
         self._eof = False
         self._poller = select.poll()
         self._poller.register(fd, select.POLLIN)
-        # What a direct read gets beyond the view it fills (it then goes to _buf).
-        self._spare = bytearray(_READ_CHUNK)
 
     @property
     def offset(self) -> int:
         return self._offset
 
     def _available(self) -> int:
-        return len(self._buf) - self._start
+        return self._end - self._start
 
     def _timed_out(self, what: str) -> PipeTimeoutError:
         return PipeTimeoutError(
             f"{self._path}: nothing from the compiler within {self._timeout:g} s while "
             f"waiting for {what} (stream offset {self._offset + self._available()})"
         )
+
+    def _room(self, size: int) -> None:
+        """Make room for ``size`` more bytes after the unconsumed ones."""
+        buf, start, end = self._buf, self._start, self._end
+        if start == end:
+            start = end = self._start = self._end = 0
+        if end + size <= len(buf):
+            return
+        held = end - start
+        if held + size > len(buf):  # grow, as a list does: rarely, and never shrink
+            grown = bytearray(max(2 * len(buf), held + size))
+            grown[:held] = memoryview(buf)[start:end]
+            self._buf = grown
+        elif held:
+            buf[:held] = bytes(memoryview(buf)[start:end])  # the two may overlap
+        self._start, self._end = 0, held
 
     def _fill(self, what: Callable[[], str], size: int = _READ_CHUNK) -> bool:
         """Read one more chunk (at most ``size`` bytes); False at the end of input.
@@ -326,26 +344,26 @@ class _FifoReader:
         """
         if self._eof:
             return False
-        if self._start and self._start >= len(self._buf) >> 1:
-            del self._buf[: self._start]
-            self._start = 0
+        self._room(size)
         fd, poll = self._fd, self._poller.poll
         ms = self._timeout_ms
         deadline = time.monotonic() + self._timeout
         while True:
             # poll() first: the compiler usually has not written the record yet.
             if poll(ms):
+                end = self._end
                 try:
-                    chunk = os.read(fd, size)
+                    with memoryview(self._buf) as buf:
+                        got = os.readv(fd, [buf[end : end + size]])
                 except BlockingIOError:
-                    chunk = None
+                    got = -1
                 except OSError as e:
                     raise PipeError(f"{self._path}: read failed: {e.strerror}") from None
-                if chunk is not None:
-                    if not chunk:
-                        self._eof = True
-                        return False
-                    self._buf += chunk
+                if got == 0:
+                    self._eof = True
+                    return False
+                if got > 0:
+                    self._end = end + got
                     return True
             if time.monotonic() >= deadline:
                 raise self._timed_out(what())
@@ -362,14 +380,14 @@ class _FifoReader:
         return data
 
     def at_end(self) -> bool:
-        if len(self._buf) > self._start:
+        if self._end > self._start:
             return False
         return not self._fill(_next_record, _LINE_CHUNK)
 
     def read_exact(self, n: int) -> bytes:
         if n < 0:
             raise ValueError(f"read_exact: negative size {n}")
-        have = len(self._buf) - self._start
+        have = self._end - self._start
         if have >= n:
             return self._take(n)
         if n - have > _READ_CHUNK and not self._eof:
@@ -378,13 +396,13 @@ class _FifoReader:
         while have < n:
             if not self._fill(lambda: f"{n} bytes at stream offset {offset}"):
                 raise self._truncated(n, have)
-            have = len(self._buf) - self._start
+            have = self._end - self._start
         return self._take(n)
 
     def read_into(self, view: memoryview) -> None:
         """Fill ``view`` (bytes) with the next ``len(view)`` bytes, waiting as ``read_exact``.
 
-        What the line buffer holds is copied; the rest is read straight from the FIFO into
+        What the buffer holds is copied; the rest is read straight from the FIFO into
         ``view``, each read also taking what follows (up to a chunk) into the buffer.
         """
         self._read_views([view], len(view))
@@ -412,13 +430,13 @@ class _FifoReader:
         """
         if self._sink is not None:
             return False
-        buf = self._buf
         start = self._start
-        if start >= len(buf):  # the usual case: the record has not arrived yet
+        if start == self._end:  # the usual case: the record has not arrived yet
             if not self._fill(_next_record, _LINE_CHUNK):
                 return None
             start = self._start
-        end = buf.find(b"\n", start, start + max_len + 1)
+        buf = self._buf
+        end = buf.find(b"\n", start, min(self._end, start + max_len + 1))
         if end < 0:
             return False
         views = frame(buf[start:end], self._offset)
@@ -435,7 +453,7 @@ class _FifoReader:
     def _read_views(self, views: list[memoryview], n: int) -> None:
         """Fill ``views`` (``n`` bytes in all) in order: from the buffer, then the FIFO."""
         start = self._start
-        have = len(self._buf) - start
+        have = self._end - start
         sink = self._sink
         offset = self._offset  # where this read starts
         rest = list(views)  # what is still to fill (the caller's list stays as it was)
@@ -457,44 +475,42 @@ class _FifoReader:
             self._start = start
             if not rest:
                 return
-        # The buffer is used up: start it afresh with what follows the views.
-        self._buf.clear()
-        self._start = 0
+        # The buffer is used up: what follows the views goes to its start.
+        self._start = self._end = 0
         if self._eof:
             raise self._truncated_read(n, offset)
-        spare = self._spare
         fd, poll = self._fd, self._poller.poll
         deadline = 0.0
-        while rest:
-            try:
-                got = os.readv(fd, [*rest, spare])
-            except BlockingIOError:
-                if not deadline:
-                    deadline = time.monotonic() + self._timeout
-                elif time.monotonic() >= deadline:
-                    raise self._timed_out(f"{n} bytes at stream offset {offset}") from None
-                poll(_poll_ms(deadline))
-                continue
-            except OSError as e:
-                raise PipeError(f"{self._path}: read failed: {e.strerror}") from None
-            if not got:
-                self._eof = True
-                raise self._truncated_read(n, offset)
-            deadline = 0.0  # progress: the bound applies to each chunk
-            while rest and got:
-                view = rest[0]
-                size = len(view)
-                mine = size if size < got else got
-                if sink is not None:
-                    sink(bytes(view[:mine]))
-                self._offset += mine
-                got -= mine
-                if mine < size:
-                    rest[0] = view[mine:]
-                else:
-                    del rest[0]
-            if got:
-                self._buf += memoryview(spare)[:got]
+        with memoryview(self._buf)[:_READ_CHUNK] as ahead:
+            while rest:
+                try:
+                    got = os.readv(fd, [*rest, ahead])
+                except BlockingIOError:
+                    if not deadline:
+                        deadline = time.monotonic() + self._timeout
+                    elif time.monotonic() >= deadline:
+                        raise self._timed_out(f"{n} bytes at stream offset {offset}") from None
+                    poll(_poll_ms(deadline))
+                    continue
+                except OSError as e:
+                    raise PipeError(f"{self._path}: read failed: {e.strerror}") from None
+                if not got:
+                    self._eof = True
+                    raise self._truncated_read(n, offset)
+                deadline = 0.0  # progress: the bound applies to each chunk
+                while rest and got:
+                    view = rest[0]
+                    size = len(view)
+                    mine = size if size < got else got
+                    if sink is not None:
+                        sink(bytes(view[:mine]))
+                    self._offset += mine
+                    got -= mine
+                    if mine < size:
+                        rest[0] = view[mine:]
+                    else:
+                        del rest[0]
+                self._end = got  # read ahead into the buffer (once the views are full)
 
     def _truncated_read(self, n: int, offset: int) -> TruncatedInputError:
         """The error of a read of ``n`` bytes from ``offset`` that ended at :attr:`offset`."""
@@ -523,7 +539,7 @@ class _FifoReader:
         scanned = 0
         while True:
             start = self._start
-            end = self._buf.find(b"\n", start + scanned, start + max_len + 1)
+            end = self._buf.find(b"\n", start + scanned, min(self._end, start + max_len + 1))
             if end >= 0:
                 with memoryview(self._buf) as view:
                     line = bytes(view[start:end])
@@ -533,7 +549,7 @@ class _FifoReader:
                     self._sink(line)
                     self._sink(b"\n")
                 return line
-            scanned = len(self._buf) - start
+            scanned = self._end - start
             if scanned > max_len:
                 raise LimitExceededError(
                     f"line at byte offset {self._offset} is longer than the limit of "
@@ -541,7 +557,8 @@ class _FifoReader:
                 )
             # A record line is usually short and followed by tensor values, which
             # read_into() reads straight into their arrays: stage little of them here.
-            size = _LINE_CHUNK if scanned == 0 else _READ_CHUNK
+            # A long line (JSON) is read in chunks that grow with it.
+            size = _LINE_CHUNK if scanned == 0 else max(_READ_CHUNK, scanned)
             what = lambda o=self._offset: f"the end of the line at stream offset {o}"  # noqa: E731
             if not self._fill(what, size):
                 raise TruncatedInputError(

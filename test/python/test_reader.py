@@ -203,3 +203,14 @@ def test_bitstream_values_packed_off_their_alignment_decode_as_aligned_arrays():
         decoded = list(get_serdes("bitstream").iter_decode(reader))[1]
         assert decoded == message
         assert all(t.array.flags.aligned for t in decoded.tensors)
+
+
+def test_fifo_reader_buffer_grows_for_long_lines_and_keeps_what_follows():
+    # Lines longer than the read-ahead buffer, between short ones: the buffer grows
+    # (keeping the unconsumed bytes) and every byte comes out once, in order.
+    lines = [b"a" * 100, bytes(range(256)).replace(b"\n", b"") * 800, b"z" * 10, b"q" * 70_000]
+    reader = _fifo_reader(b"".join(line + b"\n" for line in lines) + b"tail")
+    for line in lines:
+        assert reader.read_line(1 << 20) == line
+    assert reader.read_exact(4) == b"tail" and reader.at_end()
+    assert reader.offset == sum(len(line) + 1 for line in lines) + 4
