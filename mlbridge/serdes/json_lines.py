@@ -8,8 +8,9 @@ fixed or scientific notation by exponent). Non-finite floats become the strings
 
 from __future__ import annotations
 
-import array
+import functools
 import json
+import struct
 from typing import Any
 
 import numpy as np
@@ -85,24 +86,34 @@ def _fail(where: str, message: str) -> MalformedInputError:
     return MalformedInputError(f"{where}: {message}")
 
 
+@functools.lru_cache(maxsize=256)
+def _doubles(n: int) -> struct.Struct:
+    """The packer of ``n`` native doubles (compiled once per length)."""
+    return struct.Struct(f"{n}d")
+
+
 def _fast_numbers(data: list[Any], etype: ElementType) -> np.ndarray[Any, np.dtype[Any]] | None:
     """``data`` as a numeric ``etype`` by vectorized conversion; None to check element-wise.
 
-    Floats: ``array("d")`` takes ints and floats (correctly rounded, as ``float()``) and
-    refuses strings, null and containers. Integers: numpy infers int64/uint64 from ints
-    only (float64 for a fraction, a string or object dtype otherwise). A JSON bool would
-    pass as 0 or 1 in both: the elements equal to 0 or 1 are looked at one by one.
+    Floats: ``struct`` packs ints and floats as doubles (correctly rounded, as ``float()``;
+    several times faster than ``array.array`` or ``np.array`` on a list) and refuses
+    strings, null and containers; float32 is then one rounding of each double, as
+    ``astype()`` does, and an overflow becomes inf, sent to the element-wise path below
+    (an error). Integers: numpy infers int64/uint64 from ints only (float64 for a
+    fraction, a string or object dtype otherwise). A JSON bool would pass as 0 or 1 in
+    both: the elements equal to 0 or 1 are looked at one by one.
     """
     try:
-        if etype is ElementType.FLOAT:
-            # Straight to float32: each double rounded once, as astype() does; an
-            # overflow becomes inf, sent to the element-wise path below (an error).
-            arr = np.frombuffer(array.array("f", data), dtype=np.float32)
-        elif etype is ElementType.DOUBLE:
-            arr = np.frombuffer(array.array("d", data), dtype=np.float64)
+        if etype.is_floating:
+            wide = np.frombuffer(_doubles(len(data)).pack(*data), dtype=np.float64)
+            if etype is ElementType.DOUBLE:
+                arr = wide
+            else:
+                with np.errstate(over="ignore"):
+                    arr = wide.astype(np.float32)
         else:
             arr = np.array(data)
-    except (TypeError, ValueError, OverflowError):
+    except (TypeError, ValueError, OverflowError, struct.error):
         return None
     kind = arr.dtype.kind
     if arr.ndim != 1 or kind not in "fiu":
