@@ -319,27 +319,40 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(10)
 
 
+def one_core() -> set[int]:
+    """The CPU a one-core run pins both processes to (the first this process may use)."""
+    return {min(os.sched_getaffinity(0))}
+
+
+def _popen(argv: list[str], cpus: set[int] | None, **kwargs: Any) -> subprocess.Popen[bytes]:
+    """Start a process of a session, pinned to ``cpus`` if given (both sides alike)."""
+    if cpus is not None:
+        kwargs["preexec_fn"] = lambda: os.sched_setaffinity(0, cpus)
+    return subprocess.Popen(argv, **kwargs)
+
+
 def _run_grpc_session(
-    binary: Path, mode: str, sizes: list[int], repeat: int, warmup: int, timeout: float
-) -> dict[str, Any]:
+    binary: Path, mode: str, sizes: list[int], repeat: int, warmup: int, timeout: float,
+    cpus: set[int] | None,
+) -> dict[str, Any]:  # fmt: skip
     """A gRPC session: the model server writes its address to a ready file, the
     compiler side connects to it; closing the server's stdin stops it."""
     from mlbridge.compiler.grpc import wait_for_ready_file
 
     with tempfile.TemporaryDirectory(prefix="mlbridge-bench-grpc-") as tmp:
         ready = str(Path(tmp) / "address")
-        model = subprocess.Popen(
+        model = _popen(
             [sys.executable, __file__, "--serve-model", mode, "--base", ready,
              "--max-len", str(max(sizes)), "--warmup", str(warmup), "--timeout", str(timeout)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, **MODEL_ENV},
+            cpus, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, **MODEL_ENV},
         )  # fmt: skip
         try:
             address = wait_for_ready_file(ready, timeout, alive=lambda: model.poll() is None)
-            compiler = subprocess.Popen(
+            compiler = _popen(
                 [str(binary), f"--mode={mode}", f"--address={address}",
                  f"--sizes={','.join(map(str, sizes))}", f"--repeat={repeat}",
                  f"--warmup={warmup}", f"--timeout-ms={int(timeout * 1000)}"],
-                stdout=subprocess.PIPE,
+                cpus, stdout=subprocess.PIPE,
             )  # fmt: skip
             try:
                 c_out, _ = compiler.communicate(timeout=timeout)
@@ -364,23 +377,27 @@ def run_session(
     repeat: int = 1,
     warmup: int = 3,
     timeout: float = 300.0,
+    cpus: set[int] | None = None,
 ) -> dict[str, Any]:
-    """One session: start the model and the compiler side, return both JSON summaries."""
+    """One session: start the model and the compiler side, return both JSON summaries.
+
+    ``cpus``: pin both processes to these CPUs (``None``: wherever the OS puts them).
+    """
     if mode in GRPC_MODES:
-        return _run_grpc_session(binary, mode, sizes, repeat, warmup, timeout)
+        return _run_grpc_session(binary, mode, sizes, repeat, warmup, timeout, cpus)
     with FifoChannel() as channel:
         base = str(channel.base)
-        model = subprocess.Popen(
+        model = _popen(
             [sys.executable, __file__, "--serve-model", mode, "--base", base,
              "--max-len", str(max(sizes)), "--warmup", str(warmup), "--timeout", str(timeout)],
-            stdout=subprocess.PIPE, env={**os.environ, **MODEL_ENV},
+            cpus, stdout=subprocess.PIPE, env={**os.environ, **MODEL_ENV},
         )  # fmt: skip
         try:
-            compiler = subprocess.Popen(
+            compiler = _popen(
                 [str(binary), f"--mode={mode}", f"--base={base}",
                  f"--sizes={','.join(map(str, sizes))}", f"--repeat={repeat}",
                  f"--warmup={warmup}", f"--timeout-ms={int(timeout * 1000)}"],
-                stdout=subprocess.PIPE,
+                cpus, stdout=subprocess.PIPE,
             )  # fmt: skip
             try:
                 c_out, _ = compiler.communicate(timeout=timeout)
@@ -397,46 +414,89 @@ def run_session(
     return {"compiler": json.loads(c_out), "model": json.loads(m_out)}
 
 
-def measure(
-    binary: Path, modes: list[str], sizes: list[int], reps: int, timeout: float
+@dataclass(frozen=True)
+class Session:
+    """One kind of session of an interleaved measurement.
+
+    Attributes:
+        key: Its key in the result.
+        binary: The compiler side (the C++ or the C API program).
+        mode: The transport (a key of ``TRANSPORTS``).
+    """
+
+    key: str
+    binary: Path
+    mode: str
+
+
+def measure_sessions(
+    sessions: list[Session],
+    sizes: list[int],
+    reps: int,
+    timeout: float,
+    *,
+    cpus: set[int] | None = None,
+    label: str = "",
 ) -> dict[str, Any]:
-    """The sweep, ``reps`` times per transport (interleaved, so drift hits all alike)."""
-    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
-    model_cpu: dict[str, list[float]] = {m: [] for m in modes}
+    """The sweep, ``reps`` times per session, interleaved: each round runs every session
+    once, so that drift and the machine's moods hit runners and floors alike."""
+    runs: dict[str, list[dict[str, Any]]] = {s.key: [] for s in sessions}
+    model_cpu: dict[str, list[float]] = {s.key: [] for s in sessions}
     for rep in range(reps):
-        for mode in modes:
-            r = run_session(binary, mode, sizes, timeout=timeout)
+        for s in sessions:
+            r = run_session(s.binary, s.mode, sizes, timeout=timeout, cpus=cpus)
             c = r["compiler"]
             if c["mismatches"] or c["queries"] != len(sizes):
-                raise RuntimeError(f"{mode}: wrong answers: {c}")
-            runs[mode].append(c)
-            model_cpu[mode].append(r["model"]["cpu_seconds"])
+                raise RuntimeError(f"{s.key}: wrong answers: {c}")
+            runs[s.key].append(c)
+            model_cpu[s.key].append(r["model"]["cpu_seconds"])
             print(
-                f"  rep {rep + 1}/{reps} {TRANSPORTS[mode].label:<36} "
+                f"  rep {rep + 1}/{reps} {label}{s.key:<12} {TRANSPORTS[s.mode].label:<36} "
                 f"{c['total_seconds'] * 1000:9.2f} ms ({c['checked']} answers checked)",
                 file=sys.stderr,
             )
     out: dict[str, Any] = {}
-    for mode, rs in runs.items():
+    for s in sessions:
+        rs = runs[s.key]
         totals = [r["total_seconds"] for r in rs]
         per_size = np.median(np.array([r["per_size_seconds"] for r in rs]), axis=0)
-        out[mode] = {
-            "label": TRANSPORTS[mode].label,
+        out[s.key] = {
+            "label": TRANSPORTS[s.mode].label,
+            "mode": s.mode,
             "total_seconds": spread_stats(totals),
             "runs": totals,
             "compiler_cpu_seconds": statistics.median(r["cpu_seconds"] for r in rs),
-            "model_cpu_seconds": statistics.median(model_cpu[mode]),
+            "model_cpu_seconds": statistics.median(model_cpu[s.key]),
             "median_per_size_seconds": per_size.tolist(),
             "checked": sum(r["checked"] for r in rs),
         }
-    if "fifo" in out:
-        floor = out["fifo"]["total_seconds"]["median"]
-        for m in out.values():
+    return out
+
+
+def add_ratios(sweep: dict[str, Any]) -> None:
+    """Set each transport's ratio to its floor (``fifo`` and ``grpc-floor`` of ``sweep``)."""
+    if "fifo" in sweep:
+        floor = sweep["fifo"]["total_seconds"]["median"]
+        for m in sweep.values():
             m["ratio_to_floor"] = m["total_seconds"]["median"] / floor
-    if "grpc-floor" in out:
-        floor = out["grpc-floor"]["total_seconds"]["median"]
-        for key in GRPC_MODES & out.keys():
-            out[key]["ratio_to_grpc_floor"] = out[key]["total_seconds"]["median"] / floor
+    if "grpc-floor" in sweep:
+        floor = sweep["grpc-floor"]["total_seconds"]["median"]
+        for key in GRPC_MODES & sweep.keys():
+            sweep[key]["ratio_to_grpc_floor"] = sweep[key]["total_seconds"]["median"] / floor
+
+
+def measure(
+    binary: Path,
+    modes: list[str],
+    sizes: list[int],
+    reps: int,
+    timeout: float,
+    *,
+    cpus: set[int] | None = None,
+) -> dict[str, Any]:
+    """The sweep of one compiler-side program, ``reps`` times per transport (interleaved)."""
+    out = measure_sessions([Session(m, binary, m) for m in modes], sizes, reps, timeout, cpus=cpus)
+    add_ratios(out)
     return out
 
 
@@ -471,6 +531,30 @@ def measure_memory(
     return out
 
 
+def _sweep_table(sweep: dict[str, Any], warnings: list[str], label: str = "") -> list[str]:
+    """The Markdown table of a sweep; wide spreads are added to ``warnings``."""
+    lines = [
+        "| transport | median (ms) | min (ms) | max (ms) | spread | × floor "
+        "| C++ CPU (ms) | Python CPU (ms) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in sweep.values():
+        t = s["total_seconds"]
+        ratio = s.get("ratio_to_floor")
+        lines.append(
+            f"| {s['label']} | {t['median'] * 1000:.2f} | {t['min'] * 1000:.2f} | "
+            f"{t['max'] * 1000:.2f} | {t['spread']:.0%} | "
+            f"{'' if ratio is None else f'{ratio:.2f}'} | "
+            f"{s['compiler_cpu_seconds'] * 1000:.1f} | {s['model_cpu_seconds'] * 1000:.1f} |"
+        )
+        if t["spread"] > WIDE_SPREAD:
+            warnings.append(
+                f"{s['label']}{label}: spread {t['spread']:.0%} is wide (> {WIDE_SPREAD:.0%}): "
+                "the machine was busy; compare medians with care."
+            )
+    return lines
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The results as a Markdown report."""
     sweep, memory, meta = result["sweep"], result["memory"], result["meta"]
@@ -489,34 +573,33 @@ def markdown(result: dict[str, Any]) -> str:
         + "`): worker threads spinning between dot products would take the compiler "
         "side's core.",
         "",
-        "| transport | median (ms) | min (ms) | max (ms) | spread | × floor "
-        "| C++ CPU (ms) | Python CPU (ms) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    warnings = []
-    for s in sweep.values():
-        t = s["total_seconds"]
-        ratio = s.get("ratio_to_floor")
-        lines.append(
-            f"| {s['label']} | {t['median'] * 1000:.2f} | {t['min'] * 1000:.2f} | "
-            f"{t['max'] * 1000:.2f} | {t['spread']:.0%} | "
-            f"{'' if ratio is None else f'{ratio:.2f}'} | "
-            f"{s['compiler_cpu_seconds'] * 1000:.1f} | {s['model_cpu_seconds'] * 1000:.1f} |"
-        )
-        if t["spread"] > WIDE_SPREAD:
-            warnings.append(
-                f"{s['label']}: spread {t['spread']:.0%} is wide (> {WIDE_SPREAD:.0%}): the "
-                "machine was busy; compare medians with care."
-            )
+    warnings: list[str] = []
+    lines += _sweep_table(sweep, warnings)
     lines += [
         "",
-        "× floor: to the FIFO floor. The gRPC floor is the same Evaluate call with the "
-        "floats copied straight into a bytes field and a bare Python servicer "
-        "(`np.frombuffer` + the layer), no mlbridge SerDes.",
-        "",
-        "Targets (reported, not asserted):",
-        "",
+        "× floor: to the FIFO floor (to the gRPC floor for gRPC, in the targets below). The "
+        "gRPC floor is the same Evaluate call with the floats copied straight into a bytes "
+        "field and a bare Python servicer (`np.frombuffer` + the layer), no mlbridge SerDes.",
     ]
+    one_core = result.get("sweep_one_core")
+    if one_core:
+        lines += [
+            "",
+            f"**Both processes on one core** (CPU {meta['one_core_cpu']}), the same "
+            "sessions: the wall time is then the CPU time of both sides, so the ratios show "
+            "what the code costs beyond the bare transport, free of the wake-up latency of "
+            "a process on another core (large and erratic on this VM). Context, not the "
+            "target:",
+            "",
+            *_sweep_table(one_core, warnings, label=" (one core)"),
+        ]
+        if "grpc" in one_core and "ratio_to_grpc_floor" in one_core["grpc"]:
+            lines.append("")
+            lines.append(
+                f"One core, gRPC to the gRPC floor: {one_core['grpc']['ratio_to_grpc_floor']:.2f}x."
+            )
+    lines += ["", "Targets (reported, not asserted):", ""]
     if "bitstream" in sweep and "ratio_to_floor" in sweep["bitstream"]:
         r = sweep["bitstream"]["ratio_to_floor"]
         ok = "met" if r <= TARGET_FLOOR_RATIO else "MISSED"
@@ -564,7 +647,7 @@ def main(argv: list[str]) -> int:
         help="the build folder (default: $MLBRIDGE_BUILD_DIR or build/)",
     )
     parser.add_argument("--modes", default=",".join(TRANSPORTS))
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=11, help="repetitions of every sweep")
     parser.add_argument("--memory-queries", type=int, default=100_000)
     parser.add_argument("--memory-size", type=int, default=64)
     parser.add_argument("--quick", action="store_true", help="3 repetitions, 10,000 memory queries")
@@ -572,6 +655,11 @@ def main(argv: list[str]) -> int:
         "--smoke",
         action="store_true",
         help="3 tiny sizes, 1 repetition, no memory run: correctness only",
+    )
+    parser.add_argument(
+        "--no-one-core",
+        action="store_true",
+        help="skip the second sweep with both processes pinned to one core",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--timeout", type=float, default=300.0, help="bound of every wait, seconds")
@@ -606,6 +694,12 @@ def main(argv: list[str]) -> int:
 
     print(f"roundtrip: {len(sizes)} sizes x {reps} repetitions, modes {modes}", file=sys.stderr)
     sweep = measure(binary, modes, sizes, reps, args.timeout)
+    cpus = None if args.no_one_core else one_core()
+    if cpus is not None:
+        print(f"roundtrip: again with both processes on CPU {min(cpus)}", file=sys.stderr)
+    one_core_sweep = (
+        measure(binary, modes, sizes, reps, args.timeout, cpus=cpus) if cpus is not None else {}
+    )
     memory = (
         measure_memory(binary, modes, mem_queries, args.memory_size, args.timeout)
         if mem_queries
@@ -623,8 +717,10 @@ def main(argv: list[str]) -> int:
             "reps": reps,
             "smoke": args.smoke,
             "model_env": MODEL_ENV,
+            "one_core_cpu": None if cpus is None else min(cpus),
         },
         "sweep": sweep,
+        "sweep_one_core": one_core_sweep,
         "memory": memory,
     }
     args.out.mkdir(parents=True, exist_ok=True)

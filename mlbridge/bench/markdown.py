@@ -48,7 +48,12 @@ def _verdict(ok: bool) -> str:
 
 def targets(report: dict[str, Any]) -> list[str]:
     """The runner issues' targets against this run's figures (reported, never asserted)."""
-    from mlbridge.bench.report import TARGET_FLOOR_RATIO, TARGET_INPROCESS_RATIO, TARGET_JSON_MS
+    from mlbridge.bench.report import (
+        ONE_CORE_HOST,
+        TARGET_FLOOR_RATIO,
+        TARGET_INPROCESS_RATIO,
+        TARGET_JSON_MS,
+    )
 
     out = []
     for host in ("C++", "C API"):
@@ -70,6 +75,19 @@ def targets(report: dict[str, Any]) -> list[str]:
                 f"- #3 gRPC within {TARGET_FLOOR_RATIO}x of the bare gRPC floor ({host} host): "
                 f"{g['ratio']:.2f}x, {_verdict(g['ratio'] <= TARGET_FLOOR_RATIO)}"
             )
+    one = {r["runner"]: r for r in report["roundtrip"] if r["host"] == ONE_CORE_HOST and r["ratio"]}
+    if one:
+        parts = [
+            f"{one[m]['label']} {one[m]['ratio']:.2f}x" for m in ("bitstream", "grpc") if m in one
+        ]
+        j = _find(report, ONE_CORE_HOST, "json")
+        if j:
+            parts.append(f"pipe + json {j['total_ms']:.0f} ms")
+        out.append(
+            "- #3 context, not a target: with both processes on one core (the wall time is "
+            "then both sides' CPU time, free of cross-core wake-ups), to their floors: "
+            + ", ".join(parts)
+        )
     mem = report.get("memory", {}).get("inter-process", {})
     if mem:
         growth = max(
@@ -134,6 +152,8 @@ def readme_section(report: dict[str, Any], sweep_png: str, totals_png: str) -> s
 
 def markdown(report: dict[str, Any], sweep_png: str, totals_png: str) -> str:
     """The whole report as Markdown."""
+    from mlbridge.bench.report import ONE_CORE_HOST
+
     meta, m = report["meta"], report["machine"]
     lines = [
         f"# mlbridge benchmark report ({meta['profile']})",
@@ -149,9 +169,14 @@ def markdown(report: dict[str, Any], sweep_png: str, totals_png: str) -> str:
         f"C++ and C API hosts: {meta['sizes'][2]} queries, L = {meta['sizes'][0]}.."
         f"{meta['sizes'][1]}, total of the queries (C clock, after connecting), median of "
         f"{meta['reps']} runs; spread = (max - min) / median. The floors are measured in the "
-        "same run by the C++ program: the same bytes through a bare FIFO pair (no SerDes), a "
-        "bare gRPC call (no mlbridge SerDes), the in-process C++ layer (callback) for the "
-        "compiler hosts' in-process runners. opt and mlir-opt hosts: the `mlbridge-roundtrip` "
+        "same run by the C++ program, interleaved with both programs' runs: the same bytes "
+        "through a bare FIFO pair (no SerDes), a bare gRPC call (no mlbridge SerDes), the "
+        "in-process C++ layer (callback) for the compiler hosts' in-process runners. "
+        f"{ONE_CORE_HOST}: the C++ program's sessions again with both processes pinned to "
+        "one core, so that the wall time is both sides' CPU time (what the code costs beyond "
+        "the bare transport, free of the cross-core wake-ups this VM makes slow and erratic); "
+        "context for the targets, not the targets themselves. opt and mlir-opt hosts: the "
+        "`mlbridge-roundtrip` "
         f"pass, {meta['host_queries']} queries per compiler run at L = {meta['host_sizes']}; "
         "the per-query time summed over those sizes and scaled to 100 queries (est.). Both "
         "passes time each query themselves; a run's figure is the median after the first "

@@ -49,6 +49,8 @@ TARGET_FLOOR_RATIO = 1.3
 TARGET_JSON_MS = 1100.0 / 4
 TARGET_INPROCESS_RATIO = 1.1
 SWEEP_QUERIES = 100  # the paper's sweep: L = 500, 1000, ..., 50000
+#: The host of the C++ program's sweep with both processes pinned to one core.
+ONE_CORE_HOST = "C++ (one core)"
 
 _C_MODES = ["bitstream", "json", "protobuf", "grpc"]
 _CXX_MODES = ["bitstream", "json", "protobuf", "fifo", "grpc", "grpc-floor"]
@@ -131,7 +133,7 @@ def profile(name: str) -> Profile:
         return Profile(
             "full",
             full_sizes,
-            5,
+            11,
             [500, *range(5000, 50001, 5000)],
             3,
             20,
@@ -189,19 +191,34 @@ def _row(
 def _cxx_and_c_hosts(
     build: Path, prof: Profile, timeout: float, log: Progress
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The sweep from the C++ program (with both floors) and from the C API program."""
+    """The sweep from the C++ program (with both floors) and from the C API program.
+
+    Both programs' sessions run interleaved in one batch; then the C++ program's again,
+    with both processes on one core.
+    """
     roundtrip = load_script("roundtrip")
     cxx_bin = build / "bin" / "mlbridge-bench-roundtrip"
     c_bin = build / "bin" / "mlbridge-bench-roundtrip-c"
     for b in (cxx_bin, c_bin):
         if not b.is_file():
             raise FileNotFoundError(f"{b} is not built: run `mlbridge build` (or make build)")
-    log(f"round trip, C++ host: {len(prof.sizes)} sizes x {prof.reps} reps, {_CXX_MODES}")
-    cxx = roundtrip.measure(cxx_bin, _CXX_MODES, prof.sizes, prof.reps, timeout)
-    log(f"round trip, C API host: {len(prof.sizes)} sizes x {prof.reps} reps, {_C_MODES}")
-    c = roundtrip.measure(c_bin, _C_MODES, prof.sizes, prof.reps, timeout)
+    sessions = [roundtrip.Session(m, cxx_bin, m) for m in _CXX_MODES]
+    sessions += [roundtrip.Session(f"C API {m}", c_bin, m) for m in _C_MODES]
+    log(
+        f"round trip, C++ and C API hosts (interleaved): {len(prof.sizes)} sizes x "
+        f"{prof.reps} reps, {_CXX_MODES} and {_C_MODES}"
+    )
+    both = roundtrip.measure_sessions(sessions, prof.sizes, prof.reps, timeout)
+    cxx = {m: both[m] for m in _CXX_MODES}
+    c = {m: both[f"C API {m}"] for m in _C_MODES}
+    cpus = roundtrip.one_core()
+    log(
+        f"round trip, C++ host, both processes on CPU {min(cpus)}: {len(prof.sizes)} sizes x "
+        f"{prof.reps} reps, {_CXX_MODES}"
+    )
+    one = roundtrip.measure(cxx_bin, _CXX_MODES, prof.sizes, prof.reps, timeout, cpus=cpus)
     rows = []
-    for host, sweep in (("C++", cxx), ("C API", c)):
+    for host, sweep, floors in (("C++", cxx, cxx), ("C API", c, cxx), (ONE_CORE_HOST, one, one)):
         for mode, s in sweep.items():
             floor = None if mode in ("fifo", "grpc-floor") else _FLOOR_OF[mode]
             rows.append(
@@ -210,7 +227,7 @@ def _cxx_and_c_hosts(
                     mode,
                     [t * 1e3 for t in s["runs"]],
                     floor=floor,
-                    floor_ms=cxx[floor]["total_seconds"]["median"] * 1e3 if floor else None,
+                    floor_ms=floors[floor]["total_seconds"]["median"] * 1e3 if floor else None,
                     checked=s["checked"],
                     per_size_ms={
                         size: t * 1e3
@@ -218,7 +235,7 @@ def _cxx_and_c_hosts(
                     },
                 )
             )
-    return rows, {"C++": cxx, "C API": c}
+    return rows, {"C++": cxx, "C API": c, ONE_CORE_HOST: one, "one_core_cpu": min(cpus)}
 
 
 def _compiler_hosts(

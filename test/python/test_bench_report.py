@@ -18,6 +18,7 @@ from conftest import REPO, build_dir, built
 
 from mlbridge.bench.cli import README_BEGIN, README_END, update_readme
 from mlbridge.bench.hosts import MLIR_RUNNERS, OPT_RUNNERS
+from mlbridge.bench.report import ONE_CORE_HOST
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -60,6 +61,7 @@ def test_every_host_and_runner_checked_every_answer(smoke_report):
     rows = {(r["host"], r["runner"]): r for r in report["roundtrip"]}
     want = {("C++", m) for m in ("bitstream", "json", "protobuf", "fifo", "grpc", "grpc-floor")}
     want |= {("C API", m) for m in ("bitstream", "json", "protobuf", "grpc")}
+    want |= {(ONE_CORE_HOST, m) for m in ("bitstream", "json", "protobuf", "fifo", "grpc")}
     want |= {("opt", r) for r in OPT_RUNNERS} | {("mlir-opt", r) for r in MLIR_RUNNERS}
     assert want <= rows.keys()
     for key in want:
@@ -70,6 +72,9 @@ def test_every_host_and_runner_checked_every_answer(smoke_report):
     # The ratios to the floors are computed in the same run.
     assert rows[("C API", "bitstream")]["floor"] == "fifo"
     assert rows[("C API", "bitstream")]["ratio"] > 0
+    # The one-core rows are to the one-core floors.
+    one_core_fifo = rows[(ONE_CORE_HOST, "fifo")]["total_ms"]
+    assert rows[(ONE_CORE_HOST, "bitstream")]["floor_ms"] == one_core_fifo
 
 
 def test_in_process_runners_and_compile_time(smoke_report):

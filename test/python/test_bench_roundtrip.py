@@ -44,7 +44,11 @@ def test_smoke_mode_checks_every_answer(tmp_path):
         # non-zero on any mismatch, so the run above would have failed).
         assert r["checked"] == 6, mode
         assert len(r["median_per_size_seconds"]) == 3, mode
+    # The same sessions again with both processes pinned to one core.
+    assert result["sweep_one_core"].keys() == result["sweep"].keys()
+    assert all(r["checked"] == 6 for r in result["sweep_one_core"].values())
     md = (tmp_path / result_file.with_suffix(".md").name).read_text()
+    assert "Both processes on one core" in md
     assert "| pipe + bitstream |" in md
     assert "| gRPC (GrpcModelRunner + serve) |" in md
     assert "gRPC within 1.3x of the gRPC floor" in md
