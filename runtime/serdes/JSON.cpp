@@ -145,7 +145,7 @@ static void writeDigitsBackwards(uint32_t V, char *End) {
 
 /// Writes \p V like formatFloating<float>(V, -6, 12, P), with the digits of
 /// shortest::toDecimal() instead of std::to_chars (several times faster).
-static char *formatFloat32(float V, char *P) {
+LLVM_ATTRIBUTE_ALWAYS_INLINE static char *formatFloat32(float V, char *P) {
   uint32_t Bits;
   std::memcpy(&Bits, &V, 4);
   uint32_t Magnitude = Bits & 0x7fffffffu;
@@ -163,7 +163,9 @@ static char *formatFloat32(float V, char *P) {
   // store-forwarding stall per number); a '.' inside them is made room for.
   if (Exp >= -6 && Exp <= 12) {
     if (Exp < 0) {
-      std::memcpy(P, "0.00000", 2 - Exp - 1);
+      // "0." and up to five zeros: a fixed 8-byte copy is one store (the
+      // digits overwrite what is not needed; a number has MaxFloatChars).
+      std::memcpy(P, "0.000000", 8);
       P += 2 - Exp - 1;
       writeDigitsBackwards(V9, P + NumDigits);
       return P + NumDigits;
