@@ -37,7 +37,6 @@ _U32_MAX = 2**32 - 1
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _KINDS = {k.value: k for k in MessageKind}
-#: Tensors of at least this many bytes are read into recycled memory; smaller ones
 
 
 class _Plan:
@@ -250,6 +249,7 @@ class BitstreamSerDes(SerDes):
     def _framed_message(self) -> Message:
         """The message whose values ``read_framed`` has just read (see :meth:`_frame`)."""
         plan, kind, msg_id, offset, start, shapes, sizes, block = self._framing
+        self._framing = None  # a reference less to the block: recycled sooner
         if self._newline[0] != 10:
             raise MalformedInputError(
                 f"{kind.value} {msg_id} at byte offset {offset}: expected the final newline "
