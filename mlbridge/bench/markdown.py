@@ -57,6 +57,8 @@ def targets(report: dict[str, Any]) -> list[str]:
 
     out = []
     for host in ("C++", "C API"):
+        # Best of the repetitions: inter-process runs spread by 50-200% on this VM, all of
+        # it time added by scheduling (docs/bench.md).
         for runner, floor in (("bitstream", "FIFO floor"), ("grpc", "bare gRPC floor")):
             r = _find(report, host, runner)
             if r and r.get("best_ratio") is not None:
@@ -101,12 +103,13 @@ def targets(report: dict[str, Any]) -> list[str]:
     for runner, paper in (("onnx", 68.0), ("tfaot", 21.0)):
         r = _find(report, "C++ (in-process)", runner)
         if r:
-            best = r.get("best_ratio")
-            ok = best is not None and best <= TARGET_INPROCESS_RATIO
+            # Medians: in-process runs spread by a few percent, both ways (see docs/bench.md).
+            ok = r["ratio"] is not None and r["ratio"] <= TARGET_INPROCESS_RATIO
             out.append(
-                f"- #4 {r['label']} within {TARGET_INPROCESS_RATIO}x of the direct call: best of "
-                f"{r['reps']} {_ratio(best)}, {_verdict(ok)} (medians: {_ratio(r['ratio'])}); "
-                f"total {r['total_ms']:.2f} ms vs the paper's {paper:.0f} ms"
+                f"- #4 {r['label']} within {TARGET_INPROCESS_RATIO}x of the direct call: medians "
+                f"{_ratio(r['ratio'])}, {_verdict(ok)} (best of {r['reps']}: "
+                f"{_ratio(r.get('best_ratio'))}); total {r['total_ms']:.2f} ms vs the paper's "
+                f"{paper:.0f} ms"
             )
     if not report["inprocess"].get("available"):
         out.append(f"- #4 in-process runners: not available ({report['inprocess']['reason']})")
