@@ -214,3 +214,13 @@ def test_fifo_reader_buffer_grows_for_long_lines_and_keeps_what_follows():
         assert reader.read_line(1 << 20) == line
     assert reader.read_exact(4) == b"tail" and reader.at_end()
     assert reader.offset == sum(len(line) + 1 for line in lines) + 4
+
+
+def test_fifo_reader_grows_after_values_were_read_straight_into_arrays():
+    # A direct read views the buffer for what follows the values; the buffer must be free
+    # to grow afterwards (for a longer line).
+    reader = _fifo_reader(b"x\n" + bytes(200_000) + b"L" * 300_000 + b"\nend")
+    out = bytearray(200_000)
+    assert reader.read_framed(100, lambda line, offset: [memoryview(out)]) is True
+    assert reader.read_line(1 << 20) == b"L" * 300_000
+    assert reader.read_exact(3) == b"end"
