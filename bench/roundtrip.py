@@ -615,20 +615,17 @@ def markdown(result: dict[str, Any]) -> str:
         "medians are given beside them.",
         "",
     ]
-    if "bitstream" in sweep and "fifo" in sweep:
-        best = _best(sweep, "bitstream", "fifo")
-        lines.append(
-            f"- pipe + bitstream within {TARGET_FLOOR_RATIO}x of the floor: best {best:.2f}x, "
-            f"{_verdict(best <= TARGET_FLOOR_RATIO)} (medians: "
-            f"{sweep['bitstream']['ratio_to_floor']:.2f}x)"
-        )
-    if "grpc" in sweep and "grpc-floor" in sweep:
-        best = _best(sweep, "grpc", "grpc-floor")
-        lines.append(
-            f"- gRPC within {TARGET_FLOOR_RATIO}x of the gRPC floor: best {best:.2f}x, "
-            f"{_verdict(best <= TARGET_FLOOR_RATIO)} (medians: "
-            f"{sweep['grpc']['ratio_to_grpc_floor']:.2f}x)"
-        )
+    for mode, floor, ratio_key, floor_name in (
+        ("bitstream", "fifo", "ratio_to_floor", "the floor"),
+        ("grpc", "grpc-floor", "ratio_to_grpc_floor", "the gRPC floor"),
+    ):
+        if mode in sweep and floor in sweep:
+            best = _best(sweep, mode, floor)
+            lines.append(
+                f"- {TRANSPORTS[mode].label.split(' (')[0]} within {TARGET_FLOOR_RATIO}x of "
+                f"{floor_name}: best {best:.2f}x, {_verdict(best <= TARGET_FLOOR_RATIO)} "
+                f"(medians: {sweep[mode][ratio_key]:.2f}x)"
+            )
     if "json" in sweep:
         t = sweep["json"]["total_seconds"]
         lines.append(
