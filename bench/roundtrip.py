@@ -15,7 +15,11 @@ back). gRPC: the C++ ``GrpcModelRunner`` calls a model server from
 port 0 (the address comes back through a ready file); its floor is a bare gRPC call of
 the same service with the floats copied straight into the tensor's ``data`` bytes and a
 bare Python servicer (``np.frombuffer`` + the layer, 4 bytes back), no mlbridge SerDes on
-either side. A long run of many small queries measures peak RSS and RSS growth of both
+either side. The sweep then runs again with both processes pinned to one core
+(``--no-one-core`` skips it): the wall time is then both sides' CPU time, free of the
+cross-core wake-ups that make the plain runs erratic on a VM (context, not a target).
+The targets' verdicts take the best run of each side; the medians are shown beside them
+(docs/bench.md). A long run of many small queries measures peak RSS and RSS growth of both
 processes. The model process runs numpy's BLAS single-threaded (``MODEL_ENV``), so that
 idle BLAS workers neither spin on the compiler side's core nor inflate its CPU time.
 

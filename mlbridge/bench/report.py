@@ -310,29 +310,42 @@ def _script_available(name: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def _run_script(
+    build: Path, name: str, args: list[str], results: str, waits: tuple[float, float],
+    what: str, log: Progress,
+) -> tuple[dict[str, Any], str] | None:  # fmt: skip
+    """Run ``bench/<name>`` into a temporary folder; its JSON result and the file's name.
+
+    ``results`` is the glob of the script's JSON output there (the newest one is read).
+    ``waits``: the script's own ``--timeout`` (its bound of each wait) and the bound of
+    the whole run. ``None`` if the script is not in this checkout.
+    """
+    wait, bound = waits
+    script = _script_available(name)
+    if script is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="mlbridge-bench-") as tmp:
+        argv = [
+            sys.executable, str(script), "--build-dir", str(build), "--out", tmp,
+            "--timeout", str(wait), *args,
+        ]  # fmt: skip
+        log(f"{what}: {' '.join(argv[1:])}")
+        proc = subprocess.run(argv, stdout=subprocess.DEVNULL, timeout=bound)
+        files = sorted(Path(tmp).glob(results))
+        if proc.returncode != 0 or not files:
+            raise RuntimeError(f"bench/{name} failed (exit {proc.returncode})")
+        return json.loads(files[-1].read_text()), files[-1].name
+
+
 def _inprocess(build: Path, prof: Profile, timeout: float, log: Progress) -> dict[str, Any]:
     """``bench/inprocess_roundtrip.py`` (ONNX Runtime, TF AOT, floors, threads, memory)."""
-    script = _script_available("inprocess_roundtrip.py")
-    if script is None:
+    got = _run_script(
+        build, "inprocess_roundtrip.py", prof.inprocess_args, "inprocess-roundtrip-*.json",
+        (2 * timeout, 4 * timeout), "in-process runners", log,
+    )  # fmt: skip
+    if got is None:
         return {"available": False, "reason": "bench/inprocess_roundtrip.py is not present"}
-    with tempfile.TemporaryDirectory(prefix="mlbridge-bench-inproc-") as tmp:
-        out = Path(tmp) / "inprocess.json"
-        argv = [
-            sys.executable,
-            str(script),
-            "--build-dir",
-            str(build),
-            *prof.inprocess_args,
-            "--out",
-            tmp,
-            "--json",
-            str(out),
-        ]
-        log(f"in-process runners: {' '.join(argv[1:])}")
-        proc = subprocess.run(argv, stdout=subprocess.DEVNULL, timeout=timeout * 4)
-        if proc.returncode != 0 or not out.is_file():
-            raise RuntimeError(f"bench/inprocess_roundtrip.py failed (exit {proc.returncode})")
-        data: dict[str, Any] = json.loads(out.read_text())
+    data = got[0]
     data["available"] = True
     return data
 
@@ -374,27 +387,13 @@ def _inprocess_rows(data: dict[str, Any], prof: Profile) -> list[dict[str, Any]]
 
 def _inliner(build: Path, prof: Profile, timeout: float, log: Progress) -> dict[str, Any]:
     """``bench/inliner_compile.py``: held-out compile time, ML inliner vs stock opt-22."""
-    script = _script_available("inliner_compile.py")
-    if script is None:
+    got = _run_script(
+        build, "inliner_compile.py", prof.inliner_args, "inliner-compile-*.json",
+        (timeout, 10 * timeout), "inliner compile time", log,
+    )  # fmt: skip
+    if got is None:
         return {"available": False, "reason": "bench/inliner_compile.py is not present"}
-    with tempfile.TemporaryDirectory(prefix="mlbridge-bench-inliner-") as tmp:
-        argv = [
-            sys.executable,
-            str(script),
-            "--build-dir",
-            str(build),
-            "--out",
-            tmp,
-            "--timeout",
-            str(timeout),
-            *prof.inliner_args,
-        ]
-        log(f"inliner compile time: {' '.join(argv[1:])}")
-        proc = subprocess.run(argv, stdout=subprocess.DEVNULL, timeout=timeout * 10)
-        files = sorted(Path(tmp).glob("inliner-compile-*.json"))
-        if proc.returncode != 0 or not files:
-            raise RuntimeError(f"bench/inliner_compile.py failed (exit {proc.returncode})")
-        data = json.loads(files[-1].read_text())
+    data = got[0]
     configs = []
     stock = None
     for c in data["configurations"]:
@@ -425,21 +424,13 @@ def _phase_order(build: Path, prof: Profile, timeout: float, log: Progress) -> d
 
     POSET-RL's design, the in-process episode and stock opt-22 -Oz on the held-out modules.
     """
-    script = _script_available("phase_order_compile.py")
-    if script is None:
+    got = _run_script(
+        build, "phase_order_compile.py", prof.phase_order_args, "phase-order-*.json",
+        (timeout, 10 * timeout), "phase-ordering compile time", log,
+    )  # fmt: skip
+    if got is None:
         return {"available": False, "reason": "bench/phase_order_compile.py is not present"}
-    with tempfile.TemporaryDirectory(prefix="mlbridge-bench-po-") as tmp:
-        argv = [
-            sys.executable, str(script), "--build-dir", str(build), "--out", tmp,
-            "--timeout", str(timeout), *prof.phase_order_args,
-        ]  # fmt: skip
-        log(f"phase-ordering compile time: {' '.join(argv[1:])}")
-        proc = subprocess.run(argv, stdout=subprocess.DEVNULL, timeout=timeout * 10)
-        files = sorted(Path(tmp).glob("phase-order-*.json"))
-        if proc.returncode != 0 or not files:
-            raise RuntimeError(f"bench/phase_order_compile.py failed (exit {proc.returncode})")
-        data = json.loads(files[-1].read_text())
-    return {"available": True, "file": files[-1].name, "data": data}
+    return {"available": True, "file": got[1], "data": got[0]}
 
 
 # -- the whole run ---------------------------------------------------------------------------

@@ -42,18 +42,17 @@ _KINDS = {k.value: k for k in MessageKind}
 class _Plan:
     """How to read the tensors of one message kind of one header (numeric, not bool)."""
 
-    __slots__ = (
-        "dtypes", "dynamic", "fields", "itemsizes", "names", "shapes", "sizes", "specs", "types",
-    )  # fmt: skip
+    __slots__ = ("dynamic", "fields", "itemsizes", "names", "shapes", "sizes", "specs")
 
     def __init__(self, specs: tuple[TensorSpec, ...]) -> None:
         self.specs = specs
         self.names = tuple(s.name for s in specs)
-        self.types = tuple(s.type for s in specs)
-        self.dtypes = tuple(s.type.numpy_dtype for s in specs)
         self.itemsizes = tuple(s.type.itemsize or 0 for s in specs)
         #: Per tensor: name, element type, numpy dtype, item size.
-        self.fields = tuple(zip(self.names, self.types, self.dtypes, self.itemsizes, strict=True))
+        self.fields = tuple(
+            (s.name, s.type, s.type.numpy_dtype, n)
+            for s, n in zip(specs, self.itemsizes, strict=True)
+        )
         self.shapes = tuple(tuple(s.shape) for s in specs)
         #: Indices of the specs with a dynamic dimension.
         self.dynamic = tuple(i for i, s in enumerate(specs) if s.is_dynamic)
