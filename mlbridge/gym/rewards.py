@@ -13,13 +13,13 @@ is better, so these return the *negative* size:
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlbridge.errors import MLBridgeError
+from mlbridge.llvm import find_llvm_tool
 
 if TYPE_CHECKING:
     from mlbridge.gym.env import CompilationResult
@@ -33,30 +33,12 @@ __all__ = [
     "object_text_size",
 ]
 
-_LLVM_BIN = Path("/usr/lib/llvm-22/bin")
 # A line inside a function body that is not an instruction: a label, a comment, blank.
 _NOT_INSTRUCTION = re.compile(r"^\s*(?:$|;|[-\w.$\"]+:)")
 
 
 class RewardError(MLBridgeError):
     """A reward could not be measured (a tool failed or is missing)."""
-
-
-def find_llvm_tool(name: str) -> str:
-    """The path of LLVM 22's ``name`` (``llc``, ``llvm-size``, ...).
-
-    Looks for ``<name>-22`` on ``PATH``, then ``/usr/lib/llvm-22/bin/<name>``.
-
-    Raises:
-        RewardError: If neither exists.
-    """
-    found = shutil.which(f"{name}-22")
-    if found:
-        return found
-    path = _LLVM_BIN / name
-    if path.is_file():
-        return str(path)
-    raise RewardError(f"LLVM 22's {name} is not installed ({name}-22 or {path})")
 
 
 def ir_instruction_count(ir: str) -> int:
