@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import tarfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +36,7 @@ from mlbridge.corpus.errors import CorpusError
 from mlbridge.corpus.fetch import archive_path, fetch_sources, verify_archive
 from mlbridge.corpus.manifest import MANIFEST_FORMAT, MANIFEST_NAME, sum_stats
 from mlbridge.corpus.recipe import Project, Recipe
+from mlbridge.progress import track
 
 __all__ = ["CLANG_ENV", "BuildReport", "build_corpus", "find_clang"]
 
@@ -247,12 +248,8 @@ def _build_module(output: str, task: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _run_tasks(
-    output: Path, tasks: list[dict[str, Any]], jobs: int, progress: Progress | None
-) -> list[dict[str, Any]]:
-    done: list[dict[str, Any]] = []
-    if not tasks:
-        return done
+def _completed(output: Path, tasks: list[dict[str, Any]], jobs: int) -> Iterator[dict[str, Any]]:
+    """Compile ``tasks`` in ``jobs`` worker processes; yield each build record as it is done."""
     # Larger files first, so that the last job does not start alone at the end.
     order = sorted(tasks, key=lambda t: -(Path(t["cwd"]) / t["id"].split("/", 1)[1]).stat().st_size)
     # spawn: workers must not inherit the caller's threads or llvmlite state.
@@ -268,11 +265,7 @@ def _run_tasks(
             while pending:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for future in finished:
-                    record = future.result()
-                    done.append(record)
-                    if progress:
-                        state = "ok" if record["status"] == "ok" else "FAILED"
-                        progress(f"[{len(done):4d}/{len(tasks)}] {state:6s} {record['id']}")
+                    yield future.result()
                 for task in queue:
                     pending.add(pool.submit(_build_module, str(output), task))
                     if len(pending) >= 2 * jobs:
@@ -280,6 +273,21 @@ def _run_tasks(
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
+
+
+def _run_tasks(
+    output: Path, tasks: list[dict[str, Any]], jobs: int, progress: Progress | None
+) -> list[dict[str, Any]]:
+    done: list[dict[str, Any]] = []
+    if not tasks:
+        return done
+    records = _completed(output, tasks, jobs)
+    if progress:  # one bar (plain lines every 10% off a terminal), one line per failure
+        records = track(records, total=len(tasks), description="corpus: compiling", unit="module")
+    for record in records:
+        done.append(record)
+        if progress and record["status"] != "ok":
+            progress(f"FAILED {record['id']} (its error is in the manifest; mlbridge corpus info)")
     return done
 
 
@@ -366,7 +374,9 @@ def build_corpus(
         fetch: Download missing archives first (needs the network); otherwise a missing
             archive is an error that says how to fetch it.
         clang: The clang to use (default: :func:`find_clang`).
-        progress: Called with one line per step and per module (e.g. print to stderr).
+        progress: Called with one line per step and per failed module (e.g. print to
+            stderr); when given, the compilation also shows a progress bar on stderr
+            (:func:`mlbridge.progress.track`).
 
     Returns:
         What was done; :attr:`BuildReport.up_to_date` when nothing was compiled.
