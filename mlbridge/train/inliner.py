@@ -34,6 +34,7 @@ import numpy as np
 from mlbridge.compiler.pipe import DriveResult, Observation, drive_compiler
 from mlbridge.errors import MLBridgeError
 from mlbridge.gym.rewards import find_llvm_tool, object_text_size
+from mlbridge.progress import track
 from mlbridge.train.linear_policy import LinearPolicy
 
 __all__ = [
@@ -179,7 +180,14 @@ def train_inliner(
     started = time.monotonic()
     try:
         say(f"measuring stock -Oz on {len(modules)} modules")
-        baselines = list(pool.map(lambda m: stock_text_size(m, timeout=timeout), modules))
+        baselines = list(
+            track(
+                pool.map(lambda m: stock_text_size(m, timeout=timeout), modules),
+                total=len(modules),
+                description="mlbridge train: stock -Oz",
+                unit="module",
+            )
+        )
         policy = initial
         if policy is None:
             names = _feature_names(modules[0], command, timeout)
@@ -203,7 +211,10 @@ def train_inliner(
         best_score = score(policy, everything)
         say(f"start: mean saving vs stock -Oz {best_score * 100:+.3f}%")
         theta = policy.parameters
-        for it in range(config.iterations):
+        iterations = track(
+            range(config.iterations), description="mlbridge train: training", unit="iteration"
+        )
+        for it in iterations:
             batch = rng.choice(
                 len(modules), size=min(config.modules_per_iteration, len(modules)), replace=False
             )

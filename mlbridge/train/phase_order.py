@@ -27,7 +27,7 @@ import queue
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -47,6 +47,7 @@ from mlbridge.phase_order.command import (
     run_tool,
     text_size,
 )
+from mlbridge.progress import track
 
 if TYPE_CHECKING:
     # Gymnasium (the gym extra) is only needed to train, not to build the command line.
@@ -414,7 +415,12 @@ def train_phase_order(
             )
         cloned = copy.deepcopy(policy)
         optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
-        for it in range(config.iterations):
+        iterations: Iterable[int] = range(config.iterations)
+        if log is not None:
+            iterations = track(
+                iterations, description="mlbridge train phase-order: training", unit="iteration"
+            )
+        for it in iterations:
             t0 = time.perf_counter()
             tasks = []
             for module in draw(config.modules_per_iteration):
@@ -651,7 +657,15 @@ def evaluate_heldout(
         return r
 
     with ThreadPoolExecutor(max(1, jobs)) as ex:
-        return list(ex.map(one, modules))
+        results: Iterable[HeldoutResult] = ex.map(one, modules)
+        if log is not None:
+            results = track(
+                results,
+                total=len(modules),
+                description="mlbridge train phase-order: held-out",
+                unit="module",
+            )
+        return list(results)
 
 
 def summarize_heldout(results: Sequence[HeldoutResult]) -> dict[str, Any]:
