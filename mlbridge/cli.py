@@ -19,16 +19,13 @@ from pathlib import Path
 import orjson
 
 import mlbridge
+from mlbridge.errors import CLIError
 from mlbridge.paths import PLUGIN_FILES, default_build_dir, find_source_dir, plugin_path
 
 __all__ = ["COMMANDS", "CLIError", "Command", "main"]
 
 PROG = "mlbridge"
 _CONFIGURE_STAMP = ".mlbridge-configure.json"
-
-
-class CLIError(Exception):
-    """An error to report as ``mlbridge: error: ...`` with exit status 1."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ the expected and the actual value.
 from __future__ import annotations
 
 __all__ = [
+    "CLIError",
     "GrpcError",
     "GrpcTimeoutError",
     "HeaderMismatchError",
@@ -27,6 +28,15 @@ __all__ = [
 
 class MLBridgeError(Exception):
     """Base class of every error raised by mlbridge."""
+
+
+class CLIError(MLBridgeError):
+    """A command of ``mlbridge`` failed: reported as ``mlbridge: error: ...``, exit status 1.
+
+    Raised by the sub-commands (``mlbridge.<x>.cli``); :func:`mlbridge.cli.main` catches it.
+    It lives here, beside the other errors, so that a sub-command never imports the command
+    line itself (``mlbridge.cli`` re-exports it for older code).
+    """
 
 
 class SpecError(MLBridgeError, ValueError):

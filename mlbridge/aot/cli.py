@@ -36,9 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``mlbridge aot``; errors become :class:`mlbridge.cli.CLIError`."""
+    """Run ``mlbridge aot``; errors become :class:`mlbridge.errors.CLIError`."""
     from mlbridge.aot.compile import compile_saved_model
-    from mlbridge.cli import CLIError
+    from mlbridge.errors import CLIError
 
     try:
         outputs = compile_saved_model(

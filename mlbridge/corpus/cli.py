@@ -1,7 +1,7 @@
 """``mlbridge corpus fetch|build|info``: the command line of :mod:`mlbridge.corpus`.
 
 The ``corpus`` entry of :data:`mlbridge.cli.COMMANDS` calls :func:`add_arguments` and
-:func:`run`; errors are raised as :class:`mlbridge.cli.CLIError`.
+:func:`run`; errors are raised as :class:`mlbridge.errors.CLIError`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import orjson
 
-from mlbridge.cli import CLIError
 from mlbridge.corpus.build import build_corpus
 from mlbridge.corpus.errors import CorpusError
 from mlbridge.corpus.fetch import default_corpus_dir, default_sources_dir, fetch_sources
 from mlbridge.corpus.manifest import load_manifest
 from mlbridge.corpus.recipe import load_recipe
+from mlbridge.errors import CLIError
 
 __all__ = ["add_arguments", "run"]
 

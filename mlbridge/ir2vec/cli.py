@@ -1,7 +1,7 @@
 """``mlbridge ir2vec vocab``: the command line of :mod:`mlbridge.ir2vec`.
 
 The ``ir2vec`` entry of :data:`mlbridge.cli.COMMANDS` calls :func:`add_arguments` and
-:func:`run`; errors are raised as :class:`mlbridge.cli.CLIError`.
+:func:`run`; errors are raised as :class:`mlbridge.errors.CLIError`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mlbridge.cli import CLIError
-from mlbridge.errors import MLBridgeError
+from mlbridge.errors import CLIError, MLBridgeError
 from mlbridge.ir2vec.vocab import TransEConfig, build_vocabulary
 
 

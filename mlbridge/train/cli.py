@@ -73,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
 
         return run_phase_order(args)
     # --- end phase-order ---
-    from mlbridge.cli import CLIError
     from mlbridge.corpus import default_corpus_dir, load_manifest
+    from mlbridge.errors import CLIError
     from mlbridge.train.inliner import ESConfig, default_jobs, describe, train_inliner
     from mlbridge.train.linear_policy import LinearPolicy
 

@@ -88,9 +88,8 @@ def add_phase_order_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run_phase_order(args: argparse.Namespace) -> int:
     """Runs ``mlbridge train phase-order``."""
-    from mlbridge.cli import CLIError
     from mlbridge.corpus import default_corpus_dir, load_manifest
-    from mlbridge.errors import MLBridgeError
+    from mlbridge.errors import CLIError, MLBridgeError
     from mlbridge.phase_order.command import find_plugin
     from mlbridge.train.phase_order import (
         PGConfig,
