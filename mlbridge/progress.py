@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from mlbridge.errors import MLBridgeError
@@ -75,7 +75,7 @@ def track(
     total: int | None = None,
     description: str,
     unit: str = "it",
-) -> Iterator[T]:
+) -> Generator[T, None, None]:
     """Yield the items of ``iterable`` and show how far along they are on stderr.
 
     On a terminal (or with ``MLBRIDGE_PROGRESS=1``): a progress bar with done/total,
@@ -91,7 +91,8 @@ def track(
         unit: What one item is, e.g. ``"module"`` (shown beside the bar).
 
     Yields:
-        The items of ``iterable``, unchanged.
+        The items of ``iterable``, unchanged. Closing the generator early (``close()``,
+        or dropping it) takes the bar off the screen.
 
     Raises:
         ProgressError: If ``MLBRIDGE_PROGRESS`` is set to something other than ``0``/``1``.
@@ -110,7 +111,7 @@ def _checkpoints(total: int) -> set[int]:
     return {math.ceil(total * k / 10) for k in range(1, 11)} - {0}
 
 
-def _lines(iterable: Iterable[T], total: int | None, description: str) -> Iterator[T]:
+def _lines(iterable: Iterable[T], total: int | None, description: str) -> Generator[T, None, None]:
     def say(text: str) -> None:
         stream = sys.stderr
         stream.write(f"{description}: {text}\n")
@@ -182,7 +183,9 @@ def _release() -> None:
             _shared = None
 
 
-def _bar(iterable: Iterable[T], total: int | None, description: str, unit: str) -> Iterator[T]:
+def _bar(
+    iterable: Iterable[T], total: int | None, description: str, unit: str
+) -> Generator[T, None, None]:
     from rich.markup import escape
 
     progress, nested = _acquire()

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from mlbridge.bench.hosts import MLIR_RUNNERS, OPT_RUNNERS, run_mlir_host, run_o
 from mlbridge.bench.machine import describe_machine, load_average
 from mlbridge.bench.scripts import bench_dir, load_script
 from mlbridge.bench.stats import spread_stats
+from mlbridge.progress import track
 
 __all__ = ["PAPER_TOTALS_MS", "Profile", "WIDE_SPREAD", "profile", "run_report"]
 
@@ -436,6 +437,37 @@ def _phase_order(build: Path, prof: Profile, timeout: float, log: Progress) -> d
 # -- the whole run ---------------------------------------------------------------------------
 
 
+def _last_stages(
+    build: Path,
+    prof: Profile,
+    timeout: float,
+    inprocess: dict[str, Any],
+    stages: Iterator[str],
+    log: Progress,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Memory, the inliner's and phase ordering's compile time; ``stages`` moved on at each."""
+    memory: dict[str, Any] = {}
+    if prof.memory_queries:
+        next(stages)
+        log(f"memory: {prof.memory_queries} queries of 64 floats per inter-process runner")
+        roundtrip = load_script("roundtrip")
+        memory["inter-process"] = roundtrip.measure_memory(
+            build / "bin" / "mlbridge-bench-roundtrip",
+            _CXX_MODES,
+            prof.memory_queries,
+            64,
+            timeout,
+        )
+    if inprocess.get("available"):
+        memory["in-process"] = inprocess.get("memory", [])
+    next(stages)
+    inliner = _inliner(build, prof, timeout, log)
+    next(stages)
+    phase_order = _phase_order(build, prof, timeout, log)
+    next(stages, None)  # all done: the bar reaches its end
+    return memory, inliner, phase_order
+
+
 def run_report(
     build: Path, prof: Profile, timeout: float, log: Progress | None = None
 ) -> dict[str, Any]:
@@ -448,34 +480,28 @@ def run_report(
         f"load {machine['load_average_start']}"
     )
 
-    rows, inter = _cxx_and_c_hosts(build, prof, timeout, log)
-    floors_per_size = {
-        mode: {int(k): v for k, v in r["per_size_ms"].items()}
-        for r in rows
-        if r["host"] == "C++" and (mode := r["runner"]) in ("fifo", "grpc-floor")
-    }
-    host_rows, host_raw = _compiler_hosts(build, prof, timeout, floors_per_size, log)
-    rows += host_rows
-    inprocess = _inprocess(build, prof, timeout, log)
-    rows += _inprocess_rows(inprocess, prof)
-
-    memory: dict[str, Any] = {}
-    if prof.memory_queries:
-        log(f"memory: {prof.memory_queries} queries of 64 floats per inter-process runner")
-        roundtrip = load_script("roundtrip")
-        memory["inter-process"] = roundtrip.measure_memory(
-            build / "bin" / "mlbridge-bench-roundtrip",
-            _CXX_MODES,
-            prof.memory_queries,
-            64,
-            timeout,
-        )
-    if inprocess.get("available"):
-        memory["in-process"] = inprocess.get("memory", [])
-
-    inliner = _inliner(build, prof, timeout, log)
-    phase_order = _phase_order(build, prof, timeout, log)
-
+    # One bar over the stages (a bar with an estimate on a terminal, plain lines elsewhere):
+    # next(stages) as each stage starts, the last one when all are done.
+    names = ["C/C++ hosts", "compiler hosts", "in-process runners"]
+    names += ["memory"] * bool(prof.memory_queries) + ["inliner", "phase ordering"]
+    stages = track(names, description=f"mlbridge bench ({prof.name})", unit="stage")
+    try:
+        next(stages)
+        rows, inter = _cxx_and_c_hosts(build, prof, timeout, log)
+        floors_per_size = {
+            mode: {int(k): v for k, v in r["per_size_ms"].items()}
+            for r in rows
+            if r["host"] == "C++" and (mode := r["runner"]) in ("fifo", "grpc-floor")
+        }
+        next(stages)
+        host_rows, host_raw = _compiler_hosts(build, prof, timeout, floors_per_size, log)
+        rows += host_rows
+        next(stages)
+        inprocess = _inprocess(build, prof, timeout, log)
+        rows += _inprocess_rows(inprocess, prof)
+        memory, inliner, phase_order = _last_stages(build, prof, timeout, inprocess, stages, log)
+    finally:
+        stages.close()
     warnings = [
         f"{r['host']} / {r['label']}: spread {r['spread']:.0%} over {r['reps']} reps is wide "
         f"(> {WIDE_SPREAD:.0%}): the machine was busy; compare medians with care"
