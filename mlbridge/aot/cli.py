@@ -33,6 +33,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="fail instead of creating a TensorFlow environment when none is found",
     )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="list every feature and advice spec of the signature on stderr",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
             target_triple=args.target_triple,
             tf_python=args.tf_python,
             create_tf_env=not args.no_create_tf_env,
+            verbose=args.verbose,
         )
     except MLBridgeError as e:
         raise CLIError(str(e)) from None

@@ -200,6 +200,7 @@ def compile_saved_model(
     create_tf_env: bool = True,
     cxx: str | None = None,
     log: bool = True,
+    verbose: bool = False,
 ) -> AOTOutputs:
     """Compile a SavedModel signature into a shared object and a linkable library.
 
@@ -214,7 +215,9 @@ def compile_saved_model(
             see :func:`mlbridge.aot.tfenv.find_tf_python`).
         create_tf_env: Whether a missing TensorFlow environment may be created.
         cxx: The C++ compiler (default ``$CXX`` or ``c++``).
-        log: Whether to report progress on stderr.
+        log: Whether to report progress on stderr (one line per step).
+        verbose: With ``log``, also list every input and output spec (one line each);
+            otherwise one line counts them.
 
     Returns:
         The files written.
@@ -244,10 +247,14 @@ def compile_saved_model(
     sig = inspect_saved_model(saved_model, python, tag, signature)
     if not sig.inputs or not sig.outputs:
         raise AOTError(f"{saved_model} signature '{signature}' has no inputs or no outputs")
-    for spec in sig.inputs:
-        _status(f"  feature {spec.to_json().decode()}", log)
-    for spec in sig.outputs:
-        _status(f"  advice  {spec.to_json().decode()}", log)
+    if verbose:
+        for spec in sig.inputs:
+            _status(f"  feature {spec.to_json().decode()}", log)
+        for spec in sig.outputs:
+            _status(f"  advice  {spec.to_json().decode()}", log)
+    else:
+        advice = ", ".join(s.name for s in sig.outputs)
+        _status(f"  {len(sig.inputs)} features, advice: {advice}", log)
 
     output_dir.mkdir(parents=True, exist_ok=True)
     staging = output_dir / f".{name}.staging"

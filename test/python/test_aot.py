@@ -247,3 +247,19 @@ def test_tfenv_main_usage() -> None:
         [sys.executable, "-m", "mlbridge.aot.tfenv", "--help"], capture_output=True, text=True
     )
     assert proc.returncode == 2 and "usage" in proc.stderr
+
+
+def test_signature_is_counted_in_one_line_unless_verbose(
+    models: Path, tmp_path: Path, capfd
+) -> None:
+    # Another architecture: saved_model_cli runs, nothing is linked (quick).
+    triple = "aarch64-unknown-linux-gnu"
+    compile_saved_model(models / "mixed", "quiet", tmp_path / "q", target_triple=triple)
+    quiet = capfd.readouterr().err
+    assert "  feature {" not in quiet
+    assert "features, advice: " in quiet
+    compile_saved_model(
+        models / "mixed", "loud", tmp_path / "l", target_triple=triple, verbose=True
+    )
+    loud = capfd.readouterr().err
+    assert loud.count("  feature {") >= 2 and "  advice  {" in loud
