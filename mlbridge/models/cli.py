@@ -18,6 +18,7 @@ from mlbridge.errors import MLBridgeError, SpecError
 from mlbridge.models.compat import check_compatible
 from mlbridge.models.registry import RegisteredModel, Registry, default_registry_dir
 from mlbridge.models.specs import MODEL_KINDS
+from mlbridge.models.tasks import TASKS, get_task, task_names
 from mlbridge.tensor_spec import TensorSpec
 
 __all__ = ["add_arguments", "run"]
@@ -36,8 +37,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the ``models`` subcommands to ``p``."""
     sub = p.add_subparsers(dest="models_command", metavar="SUBCOMMAND", required=True)
 
-    q = sub.add_parser("list", help="list the registered models")
+    q = sub.add_parser(
+        "list",
+        help="list the registered models and the task each answers",
+        description="List the registered models: name, kind, task (the pass family it "
+        "answers and the option that takes it), inputs, outputs, size.",
+    )
     q.add_argument("--json", action="store_true", help="print a JSON array of model.json objects")
+    q.add_argument(
+        "--task", choices=task_names(), help="only the models of this task (pass family)"
+    )
     _add_registry_argument(q)
 
     q = sub.add_parser(
@@ -57,6 +66,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     q.add_argument("--force", action="store_true", help="replace a model registered as NAME")
     q.add_argument("--description", metavar="TEXT", help="a description to store with it")
+    q.add_argument(
+        "--task",
+        choices=task_names(),
+        help="the pass family the model answers ("
+        + "; ".join(f"{t.name}: {t.option}" for t in TASKS)
+        + "); default: told from the model's advice name",
+    )
     _add_registry_argument(q)
 
     q = sub.add_parser(
@@ -141,18 +157,23 @@ def _print_json(value: object) -> None:
 def _run_list(args: argparse.Namespace) -> int:
     registry = _registry(args)
     models = registry.list()
+    if args.task:
+        models = [m for m in models if m.task == args.task]
     if args.json:
         _print_json([_json_object(m) for m in models])
         return 0
     if not models:
-        print(f"no models registered in {registry.root}", file=sys.stderr)
+        which = f"no {args.task} models" if args.task else "no models"
+        print(f"{which} registered in {registry.root}", file=sys.stderr)
         return 0
-    rows = [("NAME", "KIND", "INPUTS", "OUTPUTS", "SIZE")]
-    rows += [
-        (m.name, m.kind, str(len(m.features)), " ".join(_spec_text(s) for s in m.advice),
-         _size_text(m.size))
-        for m in models
-    ]  # fmt: skip
+    rows = [("NAME", "KIND", "TASK", "OPTION", "INPUTS", "OUTPUTS", "SIZE")]
+    for m in models:
+        task = get_task(m.task) if m.task else None
+        rows.append(
+            (m.name, m.kind, m.task or "-", task.usage() if task else "-",
+             str(len(m.features)), " ".join(_spec_text(s) for s in m.advice),
+             _size_text(m.size))
+        )  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
@@ -167,11 +188,23 @@ def _run_register(args: argparse.Namespace) -> int:
         specs=args.specs,
         force=args.force,
         description=args.description,
+        task=args.task,
     )
+    task = get_task(model.task) if model.task else None
+    answers = f"task {model.task}, for {task.usage()}" if task else "no task"
     print(
-        f"registered {model.name} ({model.kind}, {_count(len(model.features), 'input')}, "
-        f"{_count(len(model.advice), 'output')}): {model.path}"
+        f"registered {model.name} ({model.kind}, {answers}, "
+        f"{_count(len(model.features), 'input')}, {_count(len(model.advice), 'output')}): "
+        f"{model.path}"
     )
+    if task is None and model.kind != "ir2vec-vocab":
+        advice = ", ".join(s.name for s in model.advice) or "none"
+        print(
+            f"mlbridge models: note: the advice of {model.name!r} ({advice}) names no "
+            "mlbridge pass, so it was registered without a task; pass --task to record "
+            "which pass it answers",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -188,6 +221,8 @@ def _run_show(args: argparse.Namespace) -> int:
         return 0
     print(f"name:        {model.name}")
     print(f"kind:        {model.kind}")
+    task = get_task(model.task) if model.task else None
+    print(f"task:        {f'{model.task}: {task.title}, {task.usage()}' if task else '-'}")
     print(f"file:        {model.path}")
     print(f"size:        {model.size} bytes")
     print(f"sha256:      {model.sha256}{' (verified)' if args.verify else ''}")
@@ -255,7 +290,7 @@ def _run_install_builtin(args: argparse.Namespace) -> int:
 
     registry = _registry(args)
     for model in ensure_builtin_models(registry, tfaot=not args.no_tfaot, log=True):
-        print(f"{model.name}: {model.kind}, {model.path}")
+        print(f"{model.name}: {model.kind}, task {model.task}, {model.path}")
     return 0
 
 

@@ -4,7 +4,7 @@ Layout (see docs/models.md)::
 
     <registry>/
       <NAME>/
-        model.json          name, kind, file, sha256, size, features, advice, ...
+        model.json          name, kind, task, file, sha256, size, features, advice, ...
         <file>              the model file, copied in (the registry owns it)
         <stem>.specs.json   TF AOT only: the specs sidecar, so the .so describes itself
 
@@ -43,6 +43,7 @@ from mlbridge.models.specs import (
     read_tfaot_specs,
     sidecar_path,
 )
+from mlbridge.models.tasks import get_task, infer_task, task_names
 from mlbridge.tensor_spec import TensorSpec
 
 __all__ = [
@@ -145,6 +146,10 @@ class RegisteredModel:
         advice: The model's output specs.
         registered_at: When it was registered (ISO 8601, UTC).
         description: A free-form description, or ``None``.
+        task: The pass family the model answers (:mod:`mlbridge.models.tasks`:
+            ``"inliner"``, ``"phase-order"``, ...), or ``None`` when unknown (an
+            IR2Vec vocabulary, a model registered before tasks were recorded, or one
+            whose advice names no task).
     """
 
     name: str
@@ -156,6 +161,7 @@ class RegisteredModel:
     advice: tuple[TensorSpec, ...] = field(default=())
     registered_at: str = ""
     description: str | None = None
+    task: str | None = None
 
     @property
     def file(self) -> str:
@@ -168,6 +174,7 @@ class RegisteredModel:
             "format": FORMAT_VERSION,
             "name": self.name,
             "kind": self.kind,
+            "task": self.task,
             "file": self.file,
             "sha256": self.sha256,
             "size": self.size,
@@ -220,6 +227,9 @@ class RegisteredModel:
             except SpecError as e:
                 raise RegistryError(f"{where}: {key}: {e}") from None
         description = obj.get("description")
+        task = obj.get("task")
+        if task is not None and (not isinstance(task, str) or not _NAME_RE.fullmatch(task)):
+            raise RegistryError(f"{where}: 'task' must be a task name or null, not {task!r}")
         return cls(
             name=name,
             kind=kind,
@@ -230,7 +240,32 @@ class RegisteredModel:
             advice=specs["advice"],
             registered_at=obj.get("registered_at", "") or "",
             description=description if isinstance(description, str) else None,
+            task=task,
         )
+
+
+def _check_task(name: str, kind: str, task: str | None, specs: ModelSpecs) -> str | None:
+    """The task to record for a model: ``task`` checked against the advice, or inferred."""
+    if kind == "ir2vec-vocab":
+        if task is not None:
+            raise RegistryError(
+                f"cannot register {name!r}: an IR2Vec vocabulary is data, not a model of a "
+                "task; leave --task out"
+            )
+        return None
+    inferred = infer_task(specs.advice)
+    if task is None:
+        return inferred
+    expected = get_task(task)
+    if expected is not None and specs.advice:
+        names = [s.name for s in specs.advice]
+        if names != [expected.advice]:
+            raise RegistryError(
+                f"cannot register {name!r} as a {task} model: its advice is "
+                f"{', '.join(map(repr, names))}, and the {task} pass asks for one output "
+                f"named {expected.advice!r}"
+            )
+    return task
 
 
 def _type_name(typ: type | tuple[type, ...]) -> str:
@@ -372,6 +407,7 @@ class Registry:
         specs: str | Path | None = None,
         force: bool = False,
         description: str | None = None,
+        task: str | None = None,
     ) -> RegisteredModel:
         """Copy a model file into the registry under ``name``.
 
@@ -383,15 +419,23 @@ class Registry:
             specs: TF AOT only: the specs file; default: the sidecar beside the ``.so``.
             force: Replace a model already registered as ``name``.
             description: Stored in ``model.json`` and shown by ``mlbridge models show``.
+            task: The pass family the model answers (:data:`~mlbridge.models.tasks.TASKS`);
+                default: told from the model's advice name (``None`` when it names no
+                task, and always for an IR2Vec vocabulary).
 
         Returns:
             The registered model.
 
         Raises:
             RegistryError: If the name is invalid or taken (without ``force``), the kind
-                cannot be told, or the file is not a valid model of its kind.
+                cannot be told, the task is unknown or does not fit the model's advice,
+                or the file is not a valid model of its kind.
         """
         check_model_name(name)
+        if task is not None and get_task(task) is None:
+            raise RegistryError(
+                f"unknown task {task!r} for {name!r} (expected one of: {', '.join(task_names())})"
+            )
         source = Path(file)
         if not source.is_file():
             raise RegistryError(f"cannot register {name!r}: {source} does not exist")
@@ -424,6 +468,7 @@ class Registry:
                 model_specs = read_tfaot_specs(source, specs)
         except MLBridgeError as e:
             raise RegistryError(f"cannot register {name!r}: {e}") from None
+        task = _check_task(name, kind, task, model_specs)
 
         with self._locked():
             target = self.root / name
@@ -447,6 +492,7 @@ class Registry:
                     advice=model_specs.advice,
                     registered_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                     description=description,
+                    task=task,
                 )
                 if kind == "tfaot":
                     sidecar = {

@@ -55,8 +55,8 @@ INLINER_FEATURES = [
 ]
 
 
-INLINERS = [m for m in BUILTIN_MODELS if m.trainer == "inliner"]
-PHASE_ORDER = [m for m in BUILTIN_MODELS if m.trainer == "phase-order"]
+INLINERS = [m for m in BUILTIN_MODELS if m.task == "inliner"]
+PHASE_ORDER = [m for m in BUILTIN_MODELS if m.task == "phase-order"]
 
 
 def test_every_builtin_policy_loads_and_uses_only_inliner_features():

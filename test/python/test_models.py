@@ -33,18 +33,21 @@ from mlbridge.tensor_spec import ElementType, TensorSpec
 F32, I64, I32 = ElementType.FLOAT, ElementType.INT64, ElementType.INT32
 
 
-def make_onnx(path: Path, *, inputs=None, weight_as_input: bool = False) -> Path:
-    """An ONNX model: y = sum(b) * 1 + cast(a), inputs a:int64[1], b:float[batch,3]."""
+def make_onnx(path: Path, *, inputs=None, weight_as_input: bool = False, output: str = "y") -> Path:
+    """An ONNX model: y = sum(b) * 1 + cast(a), inputs a:int64[1], b:float[batch,3].
+
+    ``output`` names y (an advice name of a pass gives the model that pass's task).
+    """
     a = helper.make_tensor_value_info("a", TensorProto.INT64, [1])
     b = helper.make_tensor_value_info("b", TensorProto.FLOAT, ["batch", 3])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info(output, TensorProto.FLOAT, [1])
     w = helper.make_tensor("w", TensorProto.FLOAT, [1], [1.0])
     nodes = [
         helper.make_node("ReduceSum", ["b"], ["s"], keepdims=0),
         helper.make_node("Reshape", ["s", "one"], ["s1"]),
         helper.make_node("Cast", ["a"], ["af"], to=TensorProto.FLOAT),
         helper.make_node("Mul", ["s1", "w"], ["sw"]),
-        helper.make_node("Add", ["sw", "af"], ["y"]),
+        helper.make_node("Add", ["sw", "af"], [output]),
     ]
     one = helper.make_tensor("one", TensorProto.INT64, [1], [1])
     graph_inputs = inputs if inputs is not None else [a, b]
@@ -363,12 +366,12 @@ def test_cli_round_trip(
     registry_dir: Path, onnx_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     status, out, _ = cli(capsys, "register", "inliner", str(onnx_file), "--description", "d")
-    assert status == 0 and "registered inliner (onnx, 2 inputs, 1 output)" in out
+    assert status == 0 and "registered inliner (onnx, no task, 2 inputs, 1 output)" in out
     status, out, _ = cli(capsys, "list")
     assert status == 0
     header, row = out.splitlines()
-    assert header.split() == ["NAME", "KIND", "INPUTS", "OUTPUTS", "SIZE"]
-    assert row.split()[:4] == ["inliner", "onnx", "2", "y:float[1]"]
+    assert header.split() == ["NAME", "KIND", "TASK", "OPTION", "INPUTS", "OUTPUTS", "SIZE"]
+    assert row.split()[:6] == ["inliner", "onnx", "-", "-", "2", "y:float[1]"]
     status, out, _ = cli(capsys, "list", "--json")
     listed = orjson.loads(out)
     assert [m["name"] for m in listed] == ["inliner"]
@@ -448,3 +451,85 @@ def test_cli_in_a_shell_substitution(registry_dir: Path, onnx_file: Path) -> Non
         [*exe, "models", "frobnicate"], capture_output=True, text=True, timeout=60, check=False
     )
     assert usage.returncode == 2 and "invalid choice" in usage.stderr
+
+
+# -- tasks --------------------------------------------------------------------------------
+
+
+def test_the_task_is_told_from_the_advice_name(registry_dir: Path, tmp_path: Path) -> None:
+    registry = Registry(registry_dir)
+    for output, task in (
+        ("inlining_decision", "inliner"),
+        ("action", "phase-order"),
+        ("priority", "regalloc-priority"),
+        ("unroll_factor", "mlir-loop-unroll"),
+        ("y", None),
+    ):
+        model = make_onnx(tmp_path / f"{output}.onnx", output=output)
+        assert registry.register(output, model).task == task, output
+        assert registry.get(output).task == task, output
+
+
+def test_an_explicit_task_is_recorded_and_checked_against_the_advice(
+    registry_dir: Path, tmp_path: Path
+) -> None:
+    registry = Registry(registry_dir)
+    untagged = make_onnx(tmp_path / "y.onnx")
+    decision = make_onnx(tmp_path / "decision.onnx", output="inlining_decision")
+    with pytest.raises(RegistryError, match="its advice is 'y', and the inliner pass asks for one"):
+        registry.register("m", untagged, task="inliner")
+    with pytest.raises(RegistryError, match="asks for one output named 'action'"):
+        registry.register("m", decision, task="phase-order")
+    with pytest.raises(RegistryError, match="unknown task 'inlining' .*inliner, phase-order"):
+        registry.register("m", decision, task="inlining")
+    assert registry.register("m", decision, task="inliner").task == "inliner"
+    obj = orjson.loads((registry_dir / "m" / "model.json").read_bytes())
+    assert obj["task"] == "inliner"
+
+
+def test_a_model_json_without_task_reads_as_none_and_a_bad_one_is_named(
+    registry_dir: Path, onnx_file: Path
+) -> None:
+    registry = Registry(registry_dir)
+    registry.register("m", onnx_file)
+    path = registry_dir / "m" / "model.json"
+    obj = orjson.loads(path.read_bytes())
+    del obj["task"]
+    path.write_bytes(orjson.dumps(obj))
+    assert registry.get("m").task is None
+    obj["task"] = 3
+    path.write_bytes(orjson.dumps(obj))
+    with pytest.raises(RegistryError, match="'task' must be a task name or null, not 3"):
+        registry.get("m")
+
+
+def test_cli_lists_the_task_and_its_option_and_filters_by_task(
+    registry_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    decision = make_onnx(tmp_path / "decision.onnx", output="inlining_decision")
+    action = make_onnx(tmp_path / "action.onnx", output="action")
+    status, out, err = cli(capsys, "register", "inl", str(decision))
+    assert status == 0 and "task inliner, for -mlbridge-inline-model (opt)" in out and not err
+    assert cli(capsys, "register", "po", str(action))[0] == 0
+    status, out, _ = cli(capsys, "list")
+    rows = [line.split() for line in out.splitlines()[1:]]
+    assert [r[:5] for r in rows] == [
+        ["inl", "onnx", "inliner", "-mlbridge-inline-model", "(opt)"],
+        ["po", "onnx", "phase-order", "-mlbridge-phase-order-model", "(opt)"],
+    ]
+    status, out, _ = cli(capsys, "list", "--task", "phase-order")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["po"]
+    status, out, _ = cli(capsys, "list", "--task", "phase-order", "--json")
+    assert [m["task"] for m in orjson.loads(out)] == ["phase-order"]
+    status, out, err = cli(capsys, "list", "--task", "regalloc-priority")
+    assert (status, out) == (0, "") and "no regalloc-priority models registered" in err
+    status, out, _ = cli(capsys, "show", "po")
+    assert "task:        phase-order: pass ordering (mlbridge-phase-order), " in out
+
+
+def test_cli_notes_a_model_registered_without_a_task(
+    registry_dir: Path, onnx_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _, err = cli(capsys, "register", "m", str(onnx_file))
+    assert status == 0
+    assert "advice of 'm' (y) names no mlbridge pass" in err and "--task" in err

@@ -30,14 +30,15 @@ class BuiltinModel:
         name: The registry name.
         policy: The training output in this folder (a linear inlining policy).
         description: What it is, for ``mlbridge models show``.
-        trainer: ``"inliner"``: a linear inlining policy (ONNX and TF AOT);
+        task: The pass family it answers (:data:`mlbridge.models.tasks.TASKS`):
+            ``"inliner"``: a linear inlining policy (ONNX and TF AOT);
             ``"phase-order"``: a phase-ordering policy (``PhasePolicy``, ONNX only).
     """
 
     name: str
     policy: str
     description: str
-    trainer: str = "inliner"
+    task: str = "inliner"
 
     @property
     def policy_path(self) -> Path:
@@ -58,7 +59,7 @@ BUILTIN_MODELS: tuple[BuiltinModel, ...] = (
         "mlbridge's default phase-ordering agent for size (mlbridge-phase-order with the "
         "built-in action set and count observations; trained with 'mlbridge train "
         "phase-order' on the corpus's training projects)",
-        trainer="phase-order",
+        task="phase-order",
     ),
 )
 
@@ -67,18 +68,20 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _current(reg: Registry, name: str, stamp: str) -> RegisteredModel | None:
-    # A registered model built from the same training output carries its stamp.
+def _current(reg: Registry, name: str, stamp: str, task: str) -> RegisteredModel | None:
+    # A registered model built from the same training output carries its stamp (and,
+    # since tasks are recorded, its task).
     if name not in reg.names():
         return None
     model = reg.get(name)
-    return model if model.description and stamp in model.description else None
+    current = model.description and stamp in model.description and model.task == task
+    return model if current else None
 
 
 def _ensure_phase_order(
     reg: Registry, model: BuiltinModel, description: str, stamp: str, tmp: Path
 ) -> RegisteredModel:
-    found = _current(reg, model.name, stamp)
+    found = _current(reg, model.name, stamp, model.task)
     if found is not None:
         return found
     # PyTorch exports it (the dev extra, which the set-up installs).
@@ -89,7 +92,14 @@ def _ensure_phase_order(
         onnx_path = policy.to_onnx(tmp / f"{model.name}.onnx")
     except (MLBridgeError, OSError, ValueError, RuntimeError) as e:
         raise RegistryError(f"cannot build built-in model {model.name!r}: {e}") from e
-    return reg.register(model.name, onnx_path, kind="onnx", force=True, description=description)
+    return reg.register(
+        model.name,
+        onnx_path,
+        kind="onnx",
+        force=True,
+        description=description,
+        task=model.task,
+    )
 
 
 def ensure_builtin_models(
@@ -117,25 +127,30 @@ def ensure_builtin_models(
         for model in BUILTIN_MODELS:
             stamp = f"[policy sha256 {_sha256(model.policy_path)}]"
             description = f"{model.description} {stamp}"
-            if model.trainer == "phase-order":
+            if model.task == "phase-order":
                 out.append(_ensure_phase_order(reg, model, description, stamp, Path(tmp)))
                 continue
             try:
                 policy = LinearPolicy.load(model.policy_path)
             except (OSError, ValueError) as e:
                 raise RegistryError(f"cannot read built-in model {model.name!r}: {e}") from e
-            found = _current(reg, model.name, stamp)
+            found = _current(reg, model.name, stamp, model.task)
             if found is None:
                 onnx_path = Path(tmp) / f"{model.name}.onnx"
                 policy.to_onnx(onnx_path)
                 found = reg.register(
-                    model.name, onnx_path, kind="onnx", force=True, description=description
+                    model.name,
+                    onnx_path,
+                    kind="onnx",
+                    force=True,
+                    description=description,
+                    task=model.task,
                 )
             out.append(found)
             if not tfaot:
                 continue
             aot_name = f"{model.name}-aot"
-            found = _current(reg, aot_name, stamp)
+            found = _current(reg, aot_name, stamp, model.task)
             if found is None:
                 try:
                     so = policy.to_tfaot(
@@ -146,7 +161,7 @@ def ensure_builtin_models(
                         f"cannot compile built-in model {model.name!r} ahead of time: {e}"
                     ) from e
                 found = reg.register(
-                    aot_name, so, kind="tfaot", force=True, description=description
+                    aot_name, so, kind="tfaot", force=True, description=description, task=model.task
                 )
             out.append(found)
     return out
