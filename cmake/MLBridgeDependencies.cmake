@@ -1,13 +1,44 @@
 # Finds every dependency of the C++ side, with errors that name the package to
 # install. `make setup` (scripts/setup.sh) installs all of them.
 
-find_package(LLVM 22.1 CONFIG HINTS /usr/lib/llvm-22/lib/cmake/llvm)
+# LLVM's and MLIR's package configs each look for the optional libraries Debian's
+# LLVM was built with (LibEdit, zstd, CURL, ...) and print "Could NOT find X" for
+# every one that is not installed, once per config. mlbridge links libLLVM.so and
+# needs none of them, so those searches run without STATUS output and one line
+# below names what is absent. Errors and warnings still show.
+macro(mlbridge_find_package_quietly)
+  if(DEFINED CMAKE_MESSAGE_LOG_LEVEL)
+    set(_mlbridge_log_level "${CMAKE_MESSAGE_LOG_LEVEL}")
+  else()
+    unset(_mlbridge_log_level)
+  endif()
+  set(CMAKE_MESSAGE_LOG_LEVEL NOTICE)
+  find_package(${ARGN})
+  if(DEFINED _mlbridge_log_level)
+    set(CMAKE_MESSAGE_LOG_LEVEL "${_mlbridge_log_level}")
+  else()
+    unset(CMAKE_MESSAGE_LOG_LEVEL)
+  endif()
+endmacro()
+
+mlbridge_find_package_quietly(LLVM 22.1 CONFIG HINTS /usr/lib/llvm-22/lib/cmake/llvm)
 if(NOT LLVM_FOUND)
   message(FATAL_ERROR
     "LLVM 22 not found. Install it with `apt-get install llvm-22-dev` "
     "(or run `make setup`), or point LLVM_DIR at its lib/cmake/llvm folder.")
 endif()
 message(STATUS "mlbridge: LLVM ${LLVM_PACKAGE_VERSION} from ${LLVM_DIR}")
+set(_mlbridge_llvm_absent)
+foreach(_dep FFI LibEdit ZLIB zstd LibXml2 CURL httplib)
+  if(DEFINED ${_dep}_FOUND AND NOT ${_dep}_FOUND)
+    list(APPEND _mlbridge_llvm_absent ${_dep})
+  endif()
+endforeach()
+if(_mlbridge_llvm_absent)
+  list(JOIN _mlbridge_llvm_absent ", " _mlbridge_llvm_absent)
+  message(STATUS "mlbridge: LLVM's optional libraries ${_mlbridge_llvm_absent} are not "
+                 "installed: harmless, mlbridge does not use them")
+endif()
 set(MLBRIDGE_LLVM_TOOLS_DIR "${LLVM_TOOLS_BINARY_DIR}" CACHE PATH
     "Folder of the LLVM 22 tools (opt, llc, FileCheck) used by the tests")
 
@@ -20,7 +51,7 @@ else()
 endif()
 
 if(MLBRIDGE_ENABLE_MLIR)
-  find_package(MLIR 22.1 CONFIG HINTS /usr/lib/llvm-22/lib/cmake/mlir)
+  mlbridge_find_package_quietly(MLIR 22.1 CONFIG HINTS /usr/lib/llvm-22/lib/cmake/mlir)
   if(NOT MLIR_FOUND)
     message(FATAL_ERROR
       "MLIR 22 not found. Install it with `apt-get install libmlir-22-dev "
