@@ -50,8 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from mlbridge.compiler.pipe import drive_compiler
-from mlbridge.gym.rewards import find_llvm_tool, object_text_size
-from mlbridge.models.builtin import BUILTIN_MODELS
+from mlbridge.llvm import find_llvm_tool, object_sizes
+from mlbridge.models.builtin import builtin_model
+from mlbridge.paths import plugin_path
 from mlbridge.train.linear_policy import LinearPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +121,7 @@ def _text_size(bitcode: Path, timeout: float) -> int:
     obj = bitcode.with_suffix(".o")
     llc = [find_llvm_tool("llc"), "-O2", "-filetype=obj", str(bitcode), "-o", str(obj)]
     subprocess.run(llc, check=True, capture_output=True, timeout=timeout)
-    return object_text_size(obj)
+    return object_sizes(obj).text
 
 
 def measure(modules: Sequence[Path], configs: Sequence[Config], reps: int, timeout: float) -> None:
@@ -196,14 +197,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         modules = modules[: args.modules]
     if args.smoke:
         modules, reps = modules[:2], 1
-    plugin = args.build_dir / "lib" / "MLBridgeLLVMPlugin.so"
+    plugin = plugin_path("llvm", args.build_dir)
     plugins = [plugin]
     if args.baseline_build_dir is not None:
-        plugins.append(args.baseline_build_dir / "lib" / "MLBridgeLLVMPlugin.so")
+        plugins.append(plugin_path("llvm", args.baseline_build_dir))
     for path in plugins:
         if not path.is_file():
             p.error(f"{path} is not built: run `make build`")
-    builtin = BUILTIN_MODELS[0]
+    builtin = builtin_model("inliner")
     policy = LinearPolicy.load(builtin.policy_path)
     with tempfile.TemporaryDirectory(prefix="mlbridge-bench-model-") as tmp:
         onnx_model = Path(tmp) / f"{builtin.name}.onnx"

@@ -45,7 +45,8 @@ from typing import Any
 import numpy as np
 
 from mlbridge.compiler.pipe import Observation, drive_compiler
-from mlbridge.gym.rewards import find_llvm_tool
+from mlbridge.llvm import find_llvm_tool
+from mlbridge.models.builtin import builtin_model
 from mlbridge.phase_order import (
     ACTION_COUNT,
     ACTION_HISTORY,
@@ -60,7 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The POSET-RL paper's speed-up of in-process phase ordering (reported, never asserted).
 PAPER_SPEEDUP = "4-7x"
 #: The agent mlbridge ships (mlbridge models install-builtin registers it as phase-order-oz).
-BUILTIN_AGENT = ROOT / "mlbridge" / "models" / "builtin" / "phase-order-oz.json"
+BUILTIN_AGENT = builtin_model("phase-order").policy_path
 
 
 @dataclass

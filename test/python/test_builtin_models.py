@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnxruntime as ort
+import pytest
 
 from mlbridge.models import Registry, check_compatible
 from mlbridge.models.builtin import BUILTIN_MODELS, ensure_builtin_models
@@ -108,3 +109,13 @@ def test_the_phase_order_agent_fits_the_pass_interface(tmp_path: Path):
     assert model.kind == "onnx"
     assert check_compatible(pass_features, model.features) == []
     assert [a.name for a in model.advice] == ["action"]
+
+
+def test_the_builtin_model_of_a_task_is_found_by_task_not_position():
+    from mlbridge.models.builtin import builtin_model
+    from mlbridge.models.registry import RegistryError
+
+    assert builtin_model("inliner").name == "inliner-oz"
+    assert builtin_model("phase-order").name == "phase-order-oz"
+    with pytest.raises(RegistryError, match="no built-in model for task 'mlir-loop-unroll'"):
+        builtin_model("mlir-loop-unroll")

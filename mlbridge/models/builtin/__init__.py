@@ -17,7 +17,7 @@ from pathlib import Path
 from mlbridge.errors import MLBridgeError
 from mlbridge.models.registry import RegisteredModel, Registry, RegistryError
 
-__all__ = ["BUILTIN_MODELS", "BuiltinModel", "ensure_builtin_models"]
+__all__ = ["BUILTIN_MODELS", "BuiltinModel", "builtin_model", "ensure_builtin_models"]
 
 _HERE = Path(__file__).resolve().parent
 
@@ -62,6 +62,19 @@ BUILTIN_MODELS: tuple[BuiltinModel, ...] = (
         task="phase-order",
     ),
 )
+
+
+def builtin_model(task: str) -> BuiltinModel:
+    """The built-in model of ``task`` (the default a pass of that task ships with).
+
+    Raises:
+        RegistryError: If mlbridge ships no model for ``task``.
+    """
+    for model in BUILTIN_MODELS:
+        if model.task == task:
+            return model
+    shipped = ", ".join(sorted({m.task for m in BUILTIN_MODELS}))
+    raise RegistryError(f"mlbridge ships no built-in model for task {task!r} (it has: {shipped})")
 
 
 def _sha256(path: Path) -> str:
