@@ -3,7 +3,7 @@
 
 ``mlir-opt-22`` runs the plugin's ``mlbridge-roundtrip{length=L queries=Q runner=...}`` pass
 (``passes/mlir/RoundTrip.cpp``): each query sends a float vector of length L to the model,
-which applies one fully-connected layer (``w . x + b``, ``mlbridge.mlir.policy``) and
+which applies one fully-connected layer (``w . x + b``, ``mlbridge.bench.roundtrip_model``) and
 returns one float. The pass records every answer in the output module; this script checks
 each one against numpy. Runners: ``pipe-bitstream`` and ``pipe-json`` (a Python model over
 named pipes, ``mlbridge.compiler.pipe``), ``grpc`` (``mlbridge serve``), ``onnx`` (the layer
@@ -37,19 +37,25 @@ from typing import Any
 
 import numpy as np
 
+from mlbridge.bench.roundtrip_model import (
+    RoundTripModel,
+    roundtrip_bias,
+    roundtrip_inputs,
+    roundtrip_weights,
+)
 from mlbridge.compiler.pipe import drive_compiler
-from mlbridge.mlir.policy import RoundTripModel, roundtrip_bias, roundtrip_inputs, roundtrip_weights
+from mlbridge.llvm import find_llvm_tool
+from mlbridge.paths import default_build_dir
+from mlbridge.paths import plugin_path as _plugin_path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("callback", "pipe-bitstream", "pipe-json", "grpc", "onnx")
-MLIR_OPT = Path(os.environ.get("MLBRIDGE_LLVM_TOOLS_DIR", "/usr/lib/llvm-22/bin")) / "mlir-opt"
 _ANSWERS = re.compile(r"mlbridge\.roundtrip_answers = array<f32:([^>]*)>")
 _TIMING = re.compile(r"^\s*([0-9.]+)\s+\(\s*[0-9.]+%\)\s+\S*RoundTripPass\s*$", re.M)
 
 
 def plugin_path() -> Path:
-    build = Path(os.environ.get("MLBRIDGE_BUILD_DIR", ROOT / "build"))
-    path = build / "lib" / "MLBridgeMLIRPlugin.so"
+    path = _plugin_path("mlir", default_build_dir() or ROOT / "build")
     if not path.is_file():
         raise SystemExit(f"error: {path} is missing: build it first (mlbridge build)")
     return path
@@ -90,7 +96,7 @@ def write_onnx(path: Path, length: int) -> None:
 
 def command(plugin: Path, options: str) -> list[str]:
     return [
-        str(MLIR_OPT), f"--load-pass-plugin={plugin}", "--mlir-timing",
+        find_llvm_tool("mlir-opt"), f"--load-pass-plugin={plugin}", "--mlir-timing",
         f"--pass-pipeline=builtin.module(mlbridge-roundtrip{{{options}}})", "-",
     ]  # fmt: skip
 
@@ -155,13 +161,13 @@ def check(mode: str, length: int, queries: int, got: np.ndarray) -> None:
 
 
 class GrpcServer:
-    """``mlbridge serve mlbridge.mlir.policy:RoundTripModel`` on a free loopback port."""
+    """``mlbridge serve mlbridge.bench.roundtrip_model:RoundTripModel`` on a free loopback port."""
 
     def __init__(self, tmp: Path, timeout: float) -> None:
         ready = tmp / "ready"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlbridge", "serve", "mlbridge.mlir.policy:RoundTripModel",
-             "--ready-file", str(ready)],
+            [sys.executable, "-m", "mlbridge", "serve",
+             "mlbridge.bench.roundtrip_model:RoundTripModel", "--ready-file", str(ready)],
             stdout=subprocess.DEVNULL,
         )  # fmt: skip
         deadline = time.monotonic() + timeout

@@ -5,8 +5,8 @@ signature into a shared object the C++ ``TFAOTModelRunner`` loads by path, and a
 library plus header to link the model into a plugin (docs/tfaot.md). TensorFlow itself
 runs in an environment of its own (:mod:`mlbridge.aot.tfenv`), never imported here.
 
-The names below are loaded on first use, so that ``python -m mlbridge.aot.tfenv`` and
-``python -m mlbridge.aot.testmodels`` run their modules fresh.
+The names below are loaded on first use, so that ``python -m mlbridge.aot.tfenv`` runs
+its module fresh.
 """
 
 from __future__ import annotations

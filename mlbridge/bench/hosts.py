@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from mlbridge.bench.scripts import load_script
+from mlbridge.llvm import find_llvm_tool
+from mlbridge.paths import plugin_path
 
 __all__ = ["MLIR_RUNNERS", "OPT_RUNNERS", "run_mlir_host", "run_opt_host"]
 
@@ -29,8 +31,6 @@ __all__ = ["MLIR_RUNNERS", "OPT_RUNNERS", "run_mlir_host", "run_opt_host"]
 OPT_RUNNERS = ("callback", "pipe-bitstream", "pipe-json", "pipe-protobuf", "grpc", "onnx")
 #: The runners of the mlir-opt host (bench/mlir_roundtrip.py's modes).
 MLIR_RUNNERS = ("callback", "pipe-bitstream", "pipe-json", "grpc", "onnx")
-
-_LLVM_BIN = Path(os.environ.get("MLBRIDGE_LLVM_TOOLS_DIR", "/usr/lib/llvm-22/bin"))
 
 
 def _opt_runner_args(runner: str, tmp: Path, length: int, address: str | None) -> list[str]:
@@ -57,16 +57,16 @@ def _opt_once(
     address: str | None,
 ) -> dict[str, Any]:
     """One opt-22 run of the pass; its JSON report (every answer checked by the pass)."""
+    from mlbridge.bench.roundtrip_model import RoundTripModel
     from mlbridge.compiler.pipe import drive_compiler
-    from mlbridge.mlir.policy import RoundTripModel
 
     report = tmp / "report.json"
     report.unlink(missing_ok=True)
     src = tmp / "empty.ll"
     src.write_text("")
     argv = [
-        str(_LLVM_BIN / "opt"),
-        f"-load-pass-plugin={build / 'lib' / 'MLBridgeLLVMPlugin.so'}",
+        find_llvm_tool("opt"),
+        f"-load-pass-plugin={plugin_path('llvm', build)}",
         "-passes=mlbridge-roundtrip",
         f"-mlbridge-roundtrip-length={length}",
         f"-mlbridge-roundtrip-queries={queries}",
@@ -190,7 +190,7 @@ def _mlir_once(
     Returns the per-query seconds the pass recorded in the output module.
     """
     mlir_roundtrip = load_script("mlir_roundtrip")
-    plugin = build / "lib" / "MLBridgeMLIRPlugin.so"
+    plugin = plugin_path("mlir", build)
     _, answers = mlir_roundtrip.run_once(runner, plugin, length, queries, tmp, timeout, address)
     mlir_roundtrip.check(runner, length, queries, answers)
     found = _SECONDS.search((tmp / "out.mlir").read_text())

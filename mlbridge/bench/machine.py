@@ -9,11 +9,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from mlbridge.llvm import LLVMToolError, find_llvm_tool
 from mlbridge.paths import find_source_dir
 
 __all__ = ["describe_machine", "load_average"]
 
-_LLVM_BIN = Path(os.environ.get("MLBRIDGE_LLVM_TOOLS_DIR", "/usr/lib/llvm-22/bin"))
 _PACKAGES = ("mlbridge", "numpy", "grpcio", "protobuf", "onnxruntime", "matplotlib")
 
 
@@ -35,9 +35,9 @@ def _cpu_model() -> str:
 def _tool_version(tool: str) -> str:
     try:
         out = subprocess.run(
-            [str(_LLVM_BIN / tool), "--version"], capture_output=True, text=True, timeout=30
+            [find_llvm_tool(tool), "--version"], capture_output=True, text=True, timeout=30
         ).stdout
-    except (OSError, subprocess.TimeoutExpired):
+    except (LLVMToolError, OSError, subprocess.TimeoutExpired):
         return "not found"
     for line in out.splitlines():
         if "version" in line.lower():

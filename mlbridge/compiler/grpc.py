@@ -21,7 +21,9 @@ Two roles, over the generic services of ``proto/mlbridge/v1/model_service.proto`
               ci.respond(agent(obs))
 
 Observations arrive as numpy arrays (views of the received bytes, no per-element
-loops). Every call has a deadline; messages are bounded in size both ways.
+loops): :class:`Observation` is the one observation type of every compiler interface
+(:mod:`mlbridge.compiler.observation`), and a policy is the same function over pipes and
+gRPC. Every call has a deadline; messages are bounded in size both ways.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import logging
 import math
 import os
 import sys
@@ -40,9 +43,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import grpc
-import numpy as np
 
 from mlbridge._closing import Closing
+from mlbridge.compiler.observation import Observation, Policy
 from mlbridge.errors import GrpcError, GrpcTimeoutError, MLBridgeError
 from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2 as pb
 from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2_grpc as pb_grpc
@@ -60,11 +63,15 @@ __all__ = [
     "ModelServer",
     "Observation",
     "Policy",
+    "PolicyImportError",
     "load_policy",
     "serve",
     "wait_for_ready_file",
     "write_ready_file",
 ]
+
+#: Where a policy's exception is logged (with its traceback) while serving.
+logger = logging.getLogger("mlbridge.serve")
 
 #: Largest gRPC message, both ways (the C++ runners' default too).
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -76,8 +83,6 @@ DEFAULT_TIMEOUT = 300.0
 # Reconnection back-off of the trainer's channel, in milliseconds.
 _INITIAL_BACKOFF_MS = 50
 _MAX_BACKOFF_MS = 1000
-
-Policy = Callable[["Observation"], Any]
 
 
 def _check_seconds(value: float, what: str) -> float:
@@ -104,36 +109,6 @@ def _message_options(max_message_bytes: int) -> list[tuple[str, Any]]:
     ]
 
 
-class Observation(dict[str, np.ndarray[Any, np.dtype[Any]]]):
-    """One decision's features: feature name to numpy array, in the compiler's order.
-
-    Numeric arrays are read-only views of the received bytes.
-
-    Attributes:
-        id: The decision's index within the session (0, 1, ...).
-        context: What the decision is about (a function or module name); may be empty.
-        advice: The spec of the advice the compiler expects back.
-        tensors: The features as :class:`~mlbridge.Tensor` objects.
-    """
-
-    def __init__(
-        self, id: int, context: str, advice: TensorSpec, tensors: tuple[Tensor, ...]
-    ) -> None:
-        super().__init__((t.name, t.array) for t in tensors)
-        self.id = id
-        self.context = context
-        self.advice = advice
-        self.tensors = tensors
-        # Set by _observation_from_proto: the replies' shortcut (_reply_for).
-        self._advice_entry: _AdviceEntry | None = None
-
-    def __repr__(self) -> str:
-        return (
-            f"Observation(id={self.id}, context={self.context!r}, features={len(self)}, "
-            f"advice={self.advice.name!r})"
-        )
-
-
 #: Advice specs remembered per cache (the compiler sends the same one with every call).
 _MAX_CACHED_SPECS = 64
 
@@ -153,9 +128,25 @@ def _advice_entry(a: Any) -> _AdviceEntry:
     return advice, scalar, advice.type.value
 
 
+class _ReceivedObservation(Observation):
+    """An :class:`Observation` that came over gRPC.
+
+    Its advice spec is always given, and its checked form is kept for the reply's
+    shortcut (:func:`_reply_for`).
+    """
+
+    advice: TensorSpec
+
+    def __init__(
+        self, id: int, context: str, entry: _AdviceEntry, tensors: tuple[Tensor, ...]
+    ) -> None:
+        super().__init__(id, context, entry[0], tensors)
+        self._advice_entry = entry
+
+
 def _observation_from_proto(
     msg: Any, limits: DecodeLimits, specs: dict[tuple[Any, ...], _AdviceEntry] | None = None
-) -> Observation:
+) -> _ReceivedObservation:
     """Build an :class:`Observation` from a ``mlbridge.v1.Observation``, checking it.
 
     ``specs`` caches the advice specs already checked, by their fields.
@@ -169,16 +160,13 @@ def _observation_from_proto(
         entry = _advice_entry(a)
         if specs is not None and len(specs) < _MAX_CACHED_SPECS:
             specs[key] = entry
-    advice = entry[0]
     features = msg.features
     if features.kind != tensor_pb2.MESSAGE_KIND_OBSERVATION:
         raise MLBridgeError(f"the features message has kind {features.kind}, not observation")
     limits.check_tensor_count(len(features.tensors), 0)
     where = f"observation {features.id}"
     tensors = tuple(tensor_from_proto(t, where, limits, 0) for t in features.tensors)
-    obs = Observation(features.id, msg.context, advice, tensors)
-    obs._advice_entry = entry
-    return obs
+    return _ReceivedObservation(features.id, msg.context, entry, tensors)
 
 
 def _advice_tensor(advice: object, spec: TensorSpec) -> Tensor:
@@ -208,10 +196,10 @@ def _advice_message(tensor: Tensor, id: int) -> Any:
     return msg
 
 
-def _reply_for(obs: Observation, advice: object) -> Any:
+def _reply_for(obs: _ReceivedObservation, advice: object) -> Any:
     """The advice message answering ``obs``; raises as :func:`_advice_tensor`."""
     entry = obs._advice_entry
-    if entry is not None and type(advice) is entry[1]:
+    if type(advice) is entry[1]:
         # Exactly the advice's one-element type (np.float32(y)): nothing to convert or
         # check, its bytes are the data (what tensor_to_proto would write).
         spec = entry[0]
@@ -231,6 +219,7 @@ def _reply_for(obs: Observation, advice: object) -> Any:
 class _ModelServicer(pb_grpc.ModelServiceServicer):
     def __init__(self, policy: Policy, limits: DecodeLimits, serialize: bool) -> None:
         self._policy = policy
+        self._name = _policy_name(policy)
         self._limits = limits
         self._lock = threading.Lock() if serialize else None
         self._specs: dict[tuple[Any, ...], _AdviceEntry] = {}
@@ -256,10 +245,16 @@ class _ModelServicer(pb_grpc.ModelServiceServicer):
             else:
                 answer = self._policy(obs)
         except Exception as e:
+            about = f", context {obs.context!r}" if obs.context else ""
+            logger.exception(
+                "the policy %s raised %s on observation %d%s",
+                self._name, type(e).__name__, obs.id, about,
+            )  # fmt: skip
             self._abort(
                 context,
                 grpc.StatusCode.INTERNAL,
-                f"the policy raised {type(e).__name__} on observation {obs.id}: {e}",
+                f"the policy raised {type(e).__name__} on observation {obs.id}: {e} (policy "
+                f"{self._name}{about}; the traceback is in the model server's log)",
             )
         try:
             reply = _reply_for(obs, answer)
@@ -449,7 +444,7 @@ class GrpcCompilerInterface(Closing):
         )
         self._stub = pb_grpc.CompilerServiceStub(self._channel)
         self._connected = False
-        self._pending: Observation | None = None
+        self._pending: _ReceivedObservation | None = None
         self._done = False
         self.answered = 0
 
@@ -538,14 +533,69 @@ class GrpcCompilerInterface(Closing):
 # -- policies named on the command line -----------------------------------------------
 
 
+class PolicyImportError(MLBridgeError, ImportError):
+    """The module or file of a policy named as ``MODULE:NAME`` cannot be loaded."""
+
+
+def _policy_name(policy: object) -> str:
+    """How messages name a policy: ``module.qualname`` of its function or class."""
+    target = policy if inspect.isfunction(policy) or inspect.ismethod(policy) else type(policy)
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", None) or repr(policy)
+    if module and module != "__main__" and not module.startswith("_mlbridge_policy_"):
+        return f"{module}.{qualname}"
+    return qualname
+
+
+def _same_folder(entry: str, folder: str) -> bool:
+    try:
+        return os.path.realpath(entry or os.curdir) == os.path.realpath(folder)
+    except (OSError, ValueError):
+        return False
+
+
+def _searched(cwd: str, limit: int = 6) -> str:
+    others = [e for e in sys.path if e and not _same_folder(e, cwd)]
+    shown = ", ".join(others[:limit])
+    if len(others) > limit:
+        shown += f" and {len(others) - limit} more"
+    return shown
+
+
+def _import_policy_module(source: str, name: str) -> Any:
+    """Import ``source`` as ``python -m`` would: the current folder first on ``sys.path``."""
+    cwd = os.getcwd()
+    if not any(_same_folder(entry, cwd) for entry in sys.path):
+        sys.path.insert(0, cwd)  # and it stays: the policy may import its neighbours later
+    try:
+        return importlib.import_module(source)
+    except ModuleNotFoundError as e:
+        missing = e.name or source
+        if missing != source and not source.startswith(f"{missing}."):
+            raise PolicyImportError(
+                f"importing {source} failed: {e}; {source} imports it and it is not installed "
+                f"in this Python environment ({sys.executable})"
+            ) from e
+        top = source.partition(".")[0]
+        raise PolicyImportError(
+            f"no module named {missing!r}: looked in the current folder {cwd} and on "
+            f"sys.path ({_searched(cwd)}). Run the command from the folder that holds "
+            f"{top}.py (or the package folder {top}/), add that folder to PYTHONPATH, or "
+            f"name the file instead: path/to/{source.replace('.', '/')}.py:{name}"
+        ) from None
+
+
 def load_policy(spec: str) -> Policy:
     """Load ``module:name`` or ``path/to/file.py:name``: a function, or a class to instantiate.
 
-    A class is instantiated with no arguments; its instances must be callable.
+    A class is instantiated with no arguments; its instances must be callable. ``module``
+    is imported the way ``python -m`` does: the current folder comes first on
+    ``sys.path`` (it is added if missing, and stays, for the policy's own imports).
 
     Raises:
         ValueError: If ``spec`` is malformed, or names something that is not callable.
-        ImportError: If the module or file cannot be loaded.
+        PolicyImportError: If the module or file cannot be found (an ``ImportError``); the
+            message names where it was looked for and how to fix it.
     """
     source, sep, name = spec.rpartition(":")
     if not sep or not source or not name.isidentifier():
@@ -553,16 +603,19 @@ def load_policy(spec: str) -> Policy:
     if source.endswith(".py") or os.sep in source:
         path = Path(source).resolve()
         if not path.is_file():
-            raise ImportError(f"policy file {path} does not exist")
+            raise PolicyImportError(
+                f"policy file {path} does not exist (relative paths are from the current "
+                f"folder, {os.getcwd()})"
+            )
         module_name = f"_mlbridge_policy_{abs(hash(str(path)))}"
         loader_spec = importlib.util.spec_from_file_location(module_name, path)
         if loader_spec is None or loader_spec.loader is None:
-            raise ImportError(f"cannot load {path} as a Python module")
+            raise PolicyImportError(f"cannot load {path} as a Python module")
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[module_name] = module
         loader_spec.loader.exec_module(module)
     else:
-        module = importlib.import_module(source)
+        module = _import_policy_module(source, name)
     try:
         obj = getattr(module, name)
     except AttributeError:

@@ -44,6 +44,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from mlbridge._closing import Closing
+from mlbridge.compiler.observation import Observation as SharedObservation
 from mlbridge.errors import (
     LimitExceededError,
     PipeClosedError,
@@ -79,6 +80,8 @@ _POLL_MAX = 0.05
 _PRIVATE_PREFIX = "mlbridge-pipe-"
 _PRIVATE_RE = re.compile(re.escape(_PRIVATE_PREFIX) + r"(\d+)-[^/]+")
 
+#: The shared policy protocol (:data:`mlbridge.compiler.observation.Policy`), given the
+#: pipe's observations (which also carry the header and the outcome).
 Policy = Callable[["Observation"], Any]
 
 
@@ -616,12 +619,19 @@ def _write_all(
 # -- the compiler interface -------------------------------------------------------------
 
 
-class Observation(dict[str, np.ndarray[Any, np.dtype[Any]]]):
-    """One observation from the compiler: feature name to numpy array, in header order.
+class Observation(SharedObservation):
+    """One observation from the compiler over a pipe: feature name to numpy array.
+
+    The shared :class:`mlbridge.compiler.observation.Observation` (``id``, ``context``,
+    ``advice``, ``tensors``, the features in header order), so that one policy serves
+    every interface, plus what only the pipe protocol has: the stream header, the decoded
+    message and the outcome reported later.
 
     Attributes:
         id: The observation index the compiler sent (per context).
         context: The current context (LLVM sends the module or function name), or ``None``.
+        advice: The header's advice spec (``None`` with stock LLVM, whose header has none).
+        tensors: The features as :class:`~mlbridge.Tensor` objects (``message.tensors``).
         header: The header in force (feature specs and the advice spec).
         message: The decoded message, with its :class:`~mlbridge.Tensor` objects.
         outcome: The score the compiler reported for this observation (the header's
@@ -630,15 +640,10 @@ class Observation(dict[str, np.ndarray[Any, np.dtype[Any]]]):
     """
 
     def __init__(self, message: Message, context: str | None, header: Header) -> None:
-        super().__init__([(t.name, t.array) for t in message.tensors])
-        self.id = message.id
-        self.context = context
+        super().__init__(message.id, context, header.advice, message.tensors)
         self.header = header
         self.message = message
         self.outcome: np.ndarray[Any, np.dtype[Any]] | None = None
-
-    def __repr__(self) -> str:
-        return f"Observation(id={self.id}, context={self.context!r}, features={len(self)})"
 
 
 @dataclass(frozen=True)

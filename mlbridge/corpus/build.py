@@ -36,6 +36,7 @@ from mlbridge.corpus.errors import CorpusError
 from mlbridge.corpus.fetch import archive_path, fetch_sources, verify_archive
 from mlbridge.corpus.manifest import MANIFEST_FORMAT, MANIFEST_NAME, sum_stats
 from mlbridge.corpus.recipe import Project, Recipe
+from mlbridge.llvm import LLVMToolError, find_llvm_tool
 from mlbridge.progress import track
 
 __all__ = ["CLANG_ENV", "BuildReport", "build_corpus", "find_clang"]
@@ -72,19 +73,22 @@ class BuildReport:
 def find_clang(clang: str | None = None) -> tuple[str, str]:
     """Return the clang to use and the first line of its ``--version``.
 
-    Order: ``clang``, ``$MLBRIDGE_CLANG``, ``clang-22`` on PATH, ``/usr/lib/llvm-22/bin/clang``.
+    Order: ``clang``, ``$MLBRIDGE_CLANG``, then LLVM 22's clang as
+    :func:`mlbridge.llvm.find_llvm_tool` finds it (``$MLBRIDGE_LLVM_TOOLS_DIR``, else
+    ``clang-22`` on PATH, else ``/usr/lib/llvm-22/bin/clang``).
 
     Raises:
         CorpusError: If none runs or it is not clang 22.
     """
-    candidates = [clang, os.environ.get(CLANG_ENV), shutil.which("clang-22")]
-    candidates.append("/usr/lib/llvm-22/bin/clang")
+    candidates = [clang, os.environ.get(CLANG_ENV)]
     path = next((c for c in candidates if c and shutil.which(c)), None)
     if path is None:
-        raise CorpusError(
-            "clang-22 not found (install the Debian package clang-22, run scripts/setup.sh, "
-            f"or set ${CLANG_ENV})"
-        )
+        try:
+            path = find_llvm_tool("clang")
+        except LLVMToolError as e:
+            raise CorpusError(
+                f"{e} (clang-22: the Debian package clang-22; or set ${CLANG_ENV})"
+            ) from None
     try:
         out = subprocess.run(
             [path, "--version"], capture_output=True, text=True, timeout=60, check=True

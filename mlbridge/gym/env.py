@@ -142,7 +142,8 @@ def _action_space(advice: TensorSpec | None, n_actions: int | None) -> spaces.Sp
 class CompilerSession:
     """One running compilation: the channel, the process and the model side.
 
-    Shared by the environments of this package (``CompilerEnv``, ``PhaseOrderEnv``).
+    Shared by :class:`CompilerEnv` and the problems' environments
+    (:class:`mlbridge.phase_order.env.PhaseOrderEnv`).
     ``require_end``: the compiler ends every session with an end record (mlbridge's own
     runner does), so a compiler that stops without one is an error, not a quiet end.
     """

@@ -35,6 +35,7 @@ import numpy as np
 import orjson
 
 from mlbridge.errors import MLBridgeError
+from mlbridge.llvm import LLVMToolError, find_llvm_tool
 
 #: Environment variable naming the llvm-ir2vec binary to use.
 LLVM_IR2VEC_ENV = "MLBRIDGE_LLVM_IR2VEC"
@@ -124,21 +125,22 @@ class VocabularyResult:
 def find_llvm_ir2vec(tool: str | None = None) -> str:
     """The llvm-ir2vec to run.
 
-    The first of ``tool``, ``$MLBRIDGE_LLVM_IR2VEC``, ``llvm-ir2vec-22`` on PATH and
-    ``/usr/lib/llvm-22/bin/llvm-ir2vec``.
+    The first of ``tool`` and ``$MLBRIDGE_LLVM_IR2VEC`` that exists, else LLVM 22's as
+    :func:`mlbridge.llvm.find_llvm_tool` finds it (``$MLBRIDGE_LLVM_TOOLS_DIR``, else
+    ``llvm-ir2vec-22`` on PATH, else ``/usr/lib/llvm-22/bin/llvm-ir2vec``).
 
     Raises:
         IR2VecError: If none exists.
     """
-    candidates = [tool, os.environ.get(LLVM_IR2VEC_ENV), shutil.which("llvm-ir2vec-22")]
-    candidates.append("/usr/lib/llvm-22/bin/llvm-ir2vec")
-    for c in candidates:
+    for c in (tool, os.environ.get(LLVM_IR2VEC_ENV)):
         if c and shutil.which(c):
             return c
-    raise IR2VecError(
-        "llvm-ir2vec (LLVM 22) not found: install the Debian package llvm-22, or set "
-        f"${LLVM_IR2VEC_ENV} to its path"
-    )
+    try:
+        return find_llvm_tool("llvm-ir2vec")
+    except LLVMToolError as e:
+        raise IR2VecError(
+            f"{e} (llvm-ir2vec: the Debian package llvm-22; or set ${LLVM_IR2VEC_ENV} to its path)"
+        ) from None
 
 
 def collect_inputs(paths: list[Path]) -> list[Path]:

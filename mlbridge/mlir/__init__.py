@@ -2,11 +2,13 @@
 
 - :mod:`mlbridge.mlir.features`: the loop features of ``mlbridge-loop-unroll``, computed
   with the real MLIR Python bindings (extra ``mlir``), e.g. to train on MLIR files;
-- :mod:`mlbridge.mlir.kernels`: MLIR test kernels (``(index) -> i64`` functions);
-- :mod:`mlbridge.mlir.lowering`: lower a kernel to LLVM IR with the LLVM 22 tools, run it;
 - :mod:`mlbridge.mlir.policy`: policies that serve the passes over pipes and gRPC.
+
+The MLIR test kernels and their lowering (to check that unrolled kernels still compute
+the right results) are test code: ``test/python/support/mlir_kernels.py`` and
+``mlir_lowering.py``.
 """
 
 from __future__ import annotations
 
-__all__ = ["features", "kernels", "lowering", "policy"]
+__all__ = ["features", "policy"]

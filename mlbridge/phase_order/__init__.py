@@ -4,7 +4,8 @@
   (``-mlbridge-phase-order-trace``) and the ``.text`` measure;
 * :mod:`mlbridge.phase_order.policy`: a small PyTorch policy and its ONNX export (needs
   PyTorch; imported on demand);
-* :mod:`mlbridge.gym.phase_order`: the Gymnasium environment;
+* :mod:`mlbridge.phase_order.env`: the Gymnasium environment (needs the ``gym`` extra;
+  imported on demand);
 * :mod:`mlbridge.train.phase_order`: training (``mlbridge train phase-order``) and the
   held-out evaluation.
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlbridge.errors import MLBridgeError
+from mlbridge.llvm import LLVMToolError, find_llvm_tool, object_sizes
 from mlbridge.paths import default_build_dir, plugin_path
 
 __all__ = [
@@ -175,8 +176,6 @@ def phase_order_command(
         **options: Keyword arguments of :func:`pass_options` (``channel="{base}"`` for the
             pipe runner's placeholder).
     """
-    from mlbridge.gym.rewards import find_llvm_tool  # mlbridge.gym needs gymnasium
-
     return [
         opt or find_llvm_tool("opt"),
         f"-load-pass-plugin={plugin or find_plugin()}",
@@ -210,13 +209,13 @@ def text_size(bitcode: str | Path, *, timeout: float = 300) -> int:
     """The ``.text`` bytes ``llc-22 -O2 -filetype=obj`` makes of ``bitcode``.
 
     Raises:
-        PhaseOrderError: If llc fails.
+        PhaseOrderError: If llc fails or its object file cannot be read.
     """
-    from mlbridge.gym.rewards import find_llvm_tool, object_text_size
-
     obj = Path(bitcode).with_suffix(".o")
     run_tool([find_llvm_tool("llc"), "-O2", "-filetype=obj", str(bitcode), "-o", str(obj)], timeout)
     try:
-        return object_text_size(obj, timeout=timeout)
+        return object_sizes(obj).text
+    except LLVMToolError as e:
+        raise PhaseOrderError(str(e)) from None
     finally:
         obj.unlink(missing_ok=True)

@@ -33,7 +33,7 @@ import numpy as np
 
 from mlbridge.compiler.pipe import DriveResult, Observation, drive_compiler
 from mlbridge.errors import MLBridgeError
-from mlbridge.gym.rewards import find_llvm_tool, object_text_size
+from mlbridge.llvm import LLVMToolError, find_llvm_tool, object_sizes
 from mlbridge.progress import track
 from mlbridge.train.linear_policy import LinearPolicy
 
@@ -84,7 +84,10 @@ def _text_size(bitcode: Path, workdir: Path, timeout: float) -> int:
         [find_llvm_tool("llc"), "-O2", "-filetype=obj", str(bitcode), "-o", str(obj)],
         timeout,
     )
-    return object_text_size(obj, timeout=timeout)
+    try:
+        return object_sizes(obj).text
+    except LLVMToolError as e:
+        raise TrainingError(str(e)) from None
 
 
 def stock_text_size(module: Path, *, passes: str = "default<Oz>", timeout: float = 300) -> int:
@@ -272,7 +275,7 @@ def default_jobs() -> int:
 
 def require_tools() -> None:
     """Raises :class:`TrainingError` naming the missing LLVM 22 tool, if any."""
-    for tool in ("opt", "llc", "llvm-size"):
+    for tool in ("opt", "llc"):
         try:
             find_llvm_tool(tool)
         except MLBridgeError as e:

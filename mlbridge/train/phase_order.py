@@ -2,7 +2,7 @@
 
 The agent is :class:`mlbridge.phase_order.policy.PhasePolicy` (a small perceptron over the
 pass's features). Each episode is one compilation of a training module through
-:class:`mlbridge.gym.phase_order.PhaseOrderEnv` (``opt-22`` running
+:class:`mlbridge.phase_order.env.PhaseOrderEnv` (``opt-22`` running
 ``mlbridge-phase-order`` with the pipe runner; the agent answers every step). The return of
 an episode is the relative code-size decrease the pass reported on its outcome channel
 (``(size_0 - size_T) / size_0``), so modules of any size weigh alike.
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mlbridge.llvm import find_llvm_tool
 from mlbridge.phase_order.command import (
     ACTION_HISTORY,
     ADVICE,
@@ -51,7 +52,7 @@ from mlbridge.progress import track
 
 if TYPE_CHECKING:
     # Gymnasium (the gym extra) is only needed to train, not to build the command line.
-    from mlbridge.gym.phase_order import PhaseOrderEnv
+    from mlbridge.phase_order.env import PhaseOrderEnv
 
 __all__ = [
     "Episode",
@@ -219,7 +220,7 @@ def run_episode(
 def _env_pool(
     count: int, modules: Sequence[Path], config: PGConfig, plugin: Path
 ) -> Iterator[queue.Queue[PhaseOrderEnv]]:
-    from mlbridge.gym.phase_order import PhaseOrderEnv
+    from mlbridge.phase_order.env import PhaseOrderEnv
 
     pool: queue.Queue[PhaseOrderEnv] = queue.Queue()
     envs: list[PhaseOrderEnv] = []
@@ -594,8 +595,6 @@ def _heldout_one(
     extra: dict[str, Any],
     timeout: float,
 ) -> HeldoutResult:
-    from mlbridge.gym.rewards import find_llvm_tool
-
     with tempfile.TemporaryDirectory(prefix="mlbridge-po-eval-") as tmp:
         out = Path(tmp) / "agent.bc"
         argv = phase_order_command(

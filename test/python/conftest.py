@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from mlbridge.paths import plugin_path
+
 # Before any test imports onnxruntime: its PyPI builds collect telemetry by default.
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
@@ -30,7 +32,16 @@ def build_dir() -> Path:
 def built(relative: str) -> Path:
     """A file ``make build`` makes (e.g. ``bin/mlbridge-grpc-tool``); a missing one fails
     the test (never a skip)."""
-    path = build_dir() / relative
+    return _require_built(build_dir() / relative)
+
+
+def built_plugin(kind: str) -> Path:
+    """The built pass plugin for ``kind`` (llvm: opt, llc, mlir: mlir-opt), where
+    ``mlbridge.paths.plugin_path`` puts it; a missing one fails the test."""
+    return _require_built(plugin_path(kind, build_dir()))
+
+
+def _require_built(path: Path) -> Path:
     if not path.is_file():
         pytest.fail(
             f"{path} is not built: run `make build` (or `mlbridge build`) first, or point "

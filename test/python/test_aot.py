@@ -1,6 +1,6 @@
 """`mlbridge aot`: real SavedModels compiled in the TensorFlow venv, run through the C ABI.
 
-The models come from mlbridge.aot.testmodels (TensorFlow's own answers beside them);
+The models come from support.aot_testmodels (TensorFlow's own answers beside them);
 the shared object is called with ctypes exactly as TFAOTModelRunner::load calls it.
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.aot_testmodels import generate
 
 from mlbridge.aot import ABI_VERSION, AOTError, TFEnvironmentError, compile_saved_model, tfenv
-from mlbridge.aot.testmodels import generate
 from mlbridge.cli import main
 from mlbridge.tensor_spec import ElementType, TensorSpec
 

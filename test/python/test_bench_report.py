@@ -14,11 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, build_dir, built
+from conftest import REPO, build_dir, built, built_plugin
 
 from mlbridge.bench.cli import README_BEGIN, README_END, update_readme
 from mlbridge.bench.hosts import MLIR_RUNNERS, OPT_RUNNERS
 from mlbridge.bench.report import ONE_CORE_HOST
+from mlbridge.llvm import find_llvm_tool
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -27,8 +28,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def smoke_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     built("bin/mlbridge-bench-roundtrip")
     built("bin/mlbridge-bench-roundtrip-c")
-    built("lib/MLBridgeLLVMPlugin.so")
-    built("lib/MLBridgeMLIRPlugin.so")
+    built_plugin("llvm")
+    built_plugin("mlir")
     out = tmp_path_factory.mktemp("bench")
     proc = subprocess.run(
         [sys.executable, "-m", "mlbridge", "bench", "--smoke", "--out", str(out),
@@ -108,10 +109,10 @@ def test_update_readme_replaces_only_the_marked_section(tmp_path: Path):
 def test_mlir_pass_checks_answers_when_asked(expect: str, ok: bool):
     # The MLIR pass's callback model is the sum of the inputs (its floor): 'expect=sum'
     # passes, 'expect=dense' must find every answer wrong, a bad value is refused.
-    plugin = built("lib/MLBridgeMLIRPlugin.so")
+    plugin = built_plugin("mlir")
     pipeline = f"builtin.module(mlbridge-roundtrip{{length=5 queries=2 expect={expect}}})"
     proc = subprocess.run(
-        ["/usr/lib/llvm-22/bin/mlir-opt", f"--load-pass-plugin={plugin}",
+        [find_llvm_tool("mlir-opt"), f"--load-pass-plugin={plugin}",
          f"--pass-pipeline={pipeline}", "-"],
         input="module {}\n", capture_output=True, text=True, timeout=120,
     )  # fmt: skip

@@ -20,9 +20,9 @@ import pytest
 from _strategies import streams
 from conftest import VECTORS, built
 from hypothesis import HealthCheck, given, settings
+from support.vectors import case_to_json, record_from_json
 
 from mlbridge.serdes import SERDES_NAMES, get_serdes
-from mlbridge.serdes.vectors import case_to_json, record_from_json
 
 sys.path.insert(0, str(VECTORS))
 import generate  # noqa: E402

@@ -29,6 +29,7 @@ from mlbridge.compiler.grpc import (
     serve,
     wait_for_ready_file,
 )
+from mlbridge.compiler.observation import Observation as SharedObservation
 from mlbridge.errors import GrpcError, GrpcTimeoutError
 from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2 as pb
 from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2_grpc as pb_grpc
@@ -82,6 +83,22 @@ def observation(x: list[int], advice_type: int = tensor_pb2.ELEMENT_TYPE_INT64) 
 def call(address: str, request: Any) -> Any:
     with grpc.insecure_channel(address) as channel:
         return pb_grpc.ModelServiceStub(channel).Evaluate(request, timeout=BOUND)
+
+
+def test_observations_are_the_one_observation_type_of_every_interface():
+    # The same type the pipe interface hands a policy (mlbridge.compiler.Observation).
+    seen: list[SharedObservation] = []
+
+    def policy(obs: SharedObservation) -> int:
+        seen.append(obs)
+        return 0
+
+    with serve(policy) as server:
+        call(server.address, observation([2, 3]))
+    (obs,) = seen
+    assert Observation is SharedObservation and isinstance(obs, SharedObservation)
+    assert [t.name for t in obs.tensors] == ["x"] and obs.tensors[0].array is obs["x"]
+    assert repr(obs).endswith("(id=4, context='f', features=1, advice='y')")
 
 
 def test_server_answers_with_the_policy_as_numpy():

@@ -29,7 +29,7 @@ from mlbridge.logs import read_log
 
 MODULE = VECTORS / "llvm22" / "inline-sample.ll"
 BOUND = 60.0  # bound of every wait (never reached when green)
-FILECHECK = "/usr/lib/llvm-22/bin/FileCheck"
+FILECHECK = find_llvm_tool("FileCheck")
 
 
 def run_filecheck(tmp_path: Path, text: str, checks: str, prefix: str = "CHECK") -> None:

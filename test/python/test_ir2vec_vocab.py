@@ -26,11 +26,12 @@ from mlbridge.ir2vec import (
     vocabulary_sections,
 )
 from mlbridge.ir2vec.vocab import find_llvm_ir2vec
+from mlbridge.llvm import find_llvm_tool
 from mlbridge.models import Registry, RegistryError
 
 INPUTS = REPO / "test" / "lit" / "Inputs"
 IR = [INPUTS / "phase_order.ll", INPUTS / "inline.ll"]
-OPT = "/usr/lib/llvm-22/bin/opt"
+OPT = find_llvm_tool("opt")
 SMALL = TransEConfig(dim=16, epochs=30)
 
 

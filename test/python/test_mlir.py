@@ -19,22 +19,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, built_plugin
+from support.mlir_kernels import expected_hash, kernel_module, reduction_kernel
+from support.mlir_lowering import run_kernels
 
+from mlbridge.bench.roundtrip_model import roundtrip_inputs
 from mlbridge.compiler.pipe import drive_compiler
+from mlbridge.llvm import find_llvm_tool
 from mlbridge.mlir.features import LOOP_FEATURE_NAMES, loop_features, parse_module
-from mlbridge.mlir.kernels import expected_hash, kernel_module, reduction_kernel
-from mlbridge.mlir.lowering import llvm_tools_dir, run_kernels
-from mlbridge.mlir.policy import roundtrip_inputs, unroll_by_trip_count
+from mlbridge.mlir.policy import unroll_by_trip_count
 
 INPUTS = REPO / "test" / "lit" / "Inputs"
 
 
 def plugin() -> Path:
-    build = Path(os.environ.get("MLBRIDGE_BUILD_DIR", REPO / "build"))
-    path = build / "lib" / "MLBridgeMLIRPlugin.so"
-    assert path.is_file(), f"{path} is missing: build it first (mlbridge build)"
-    return path
+    return built_plugin("mlir")
 
 
 def unroll(text: str, tmp_path: Path, policy, *, threading: bool = False) -> tuple[str, list]:
@@ -49,7 +48,7 @@ def unroll(text: str, tmp_path: Path, policy, *, threading: bool = False) -> tup
         return policy(obs)
 
     argv = [
-        str(llvm_tools_dir() / "mlir-opt"), f"--load-pass-plugin={plugin()}",
+        find_llvm_tool("mlir-opt"), f"--load-pass-plugin={plugin()}",
         "--pass-pipeline=builtin.module(func.func(mlbridge-loop-unroll"
         "{runner=pipe channel={base} timeout-ms=30000}))",
         str(src), "-o", str(out),
@@ -121,7 +120,7 @@ def test_trip_count_policy():
 def test_roundtrip_inputs_match_the_pass(tmp_path):
     # The callback runner answers the sum of the inputs the pass sent.
     proc = subprocess.run(
-        [str(llvm_tools_dir() / "mlir-opt"), f"--load-pass-plugin={plugin()}",
+        [find_llvm_tool("mlir-opt"), f"--load-pass-plugin={plugin()}",
          "--pass-pipeline=builtin.module(mlbridge-roundtrip{length=7 queries=4})", "-"],
         input="module {}\n", capture_output=True, text=True, timeout=60,
     )  # fmt: skip

@@ -10,12 +10,12 @@ from pathlib import Path
 import gymnasium
 import numpy as np
 import pytest
-from conftest import built, compile_to_bitcode
+from conftest import built_plugin, compile_to_bitcode
 from gymnasium.utils.env_checker import check_env
 
-from mlbridge.gym.phase_order import PHASE_ORDER_ENV_ID, PhaseOrderEnv, register
-from mlbridge.gym.rewards import find_llvm_tool
+from mlbridge.llvm import find_llvm_tool
 from mlbridge.phase_order import PhaseOrderError, find_plugin, parse_trace
+from mlbridge.phase_order.env import PHASE_ORDER_ENV_ID, PhaseOrderEnv, register
 
 # Two small modules with work for the usual sub-sequences: allocas for mem2reg, a loop,
 # calls to inline, constants to fold.
@@ -47,7 +47,7 @@ int unused_branch(int a) { if (0) return a * 3; return a + 0; }
 
 @pytest.fixture(scope="session")
 def plugin() -> Path:
-    return built("lib/MLBridgeLLVMPlugin.so")
+    return built_plugin("llvm")
 
 
 @pytest.fixture(scope="session")

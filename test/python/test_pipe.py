@@ -22,6 +22,7 @@ import pytest
 from conftest import LLVM_FIXTURE
 
 from mlbridge import InvalidTensorError, MLBridgeError
+from mlbridge.compiler.observation import Observation as SharedObservation
 from mlbridge.compiler.pipe import (
     FifoChannel,
     Observation,
@@ -291,6 +292,33 @@ def test_session_with_llvm_layout_and_raw_replies(channel: FifoChannel) -> None:
     assert list(seen[1]) == ["x", "v"]
     np.testing.assert_array_equal(seen[1]["v"], np.array([[1, 0.5, -1]], dtype=np.float32))
     assert seen[0].header == HEADER and seen[0].message["x"].type is ElementType.INT64
+
+
+def test_observations_are_the_one_observation_type_of_every_interface(
+    channel: FifoChannel,
+) -> None:
+    # A policy written against mlbridge.compiler.Observation (what gRPC hands it too) gets
+    # the same fields here: id, context, advice, tensors; the pipe adds header and outcome.
+    def script(c: FakeCompiler) -> None:
+        header, ctx, obs = stream(HEADER, Context("f"), observation(3))
+        c.write(header + ctx + obs)
+        c.read_reply(8)
+
+    fake = FakeCompiler(channel.base, script).start()
+    seen: list[SharedObservation] = []
+
+    def policy(obs: SharedObservation) -> int:
+        seen.append(obs)
+        return 0
+
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        assert ci.run(policy) == 1
+    fake.join()
+    (obs,) = seen
+    assert isinstance(obs, SharedObservation) and isinstance(obs, Observation)
+    assert (obs.id, obs.context, obs.advice) == (3, "f", ADVICE)
+    assert [t.name for t in obs.tensors] == ["x", "v"] and obs.tensors[0] is obs.message["x"]
+    assert repr(obs) == "Observation(id=3, context='f', features=2, advice='decision')"
 
 
 def test_llvm22_fixture_replayed_through_a_fifo(channel: FifoChannel) -> None:

@@ -8,8 +8,8 @@ import pytest
 from test_phase_order_env import modules, plugin  # noqa: F401 - shared fixtures
 
 from mlbridge.errors import MLBridgeError
-from mlbridge.gym.phase_order import PhaseOrderEnv
 from mlbridge.phase_order import parse_trace, phase_order_command, run_tool, text_size
+from mlbridge.phase_order.env import PhaseOrderEnv
 from mlbridge.phase_order.policy import PhasePolicy
 from mlbridge.train.phase_order import (
     PGConfig,
@@ -169,3 +169,20 @@ def test_cli_has_the_phase_order_problem():
     with pytest.raises(SystemExit) as exc:
         main(["train", "phase-order", "--help"])
     assert exc.value.code == 0
+
+
+def test_size_change_text_has_one_sign():
+    from mlbridge.train.phase_order import size_change_text
+
+    assert size_change_text(0.124) == "-12.4%"  # 12.4 % of the code removed
+    assert size_change_text(-0.124) == "+12.4%"  # the code grew
+    assert size_change_text(0.0) == "+0.0%"
+
+
+def test_training_log_lines_give_the_code_size_change_with_one_sign(trained):
+    import re
+
+    _, _, _, lines, _, _ = trained
+    for line in lines[:2]:
+        assert re.search(r"code size [+-]\d+\.\d%", line), line
+        assert not re.search(r"[+-][+-]\d", line), line

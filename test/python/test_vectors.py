@@ -3,9 +3,9 @@ import sys
 
 import pytest
 from conftest import REPO, VECTORS
+from support.vectors import case_from_json, record_to_json
 
 from mlbridge.serdes import get_serdes
-from mlbridge.serdes.vectors import case_from_json, record_to_json
 
 sys.path.insert(0, str(VECTORS))
 import generate  # noqa: E402

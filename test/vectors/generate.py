@@ -17,9 +17,12 @@ from pathlib import Path
 import orjson
 
 from mlbridge.serdes import SERDES_NAMES, get_serdes
-from mlbridge.serdes.vectors import Case, case_from_json
 
 HERE = Path(__file__).resolve().parent
+# The JSON form of the records is test code: test/python/support/vectors.py.
+sys.path.insert(0, str(HERE.parent / "python"))
+from support.vectors import Case, case_from_json  # noqa: E402
+
 CASES = HERE / "cases.json"
 
 

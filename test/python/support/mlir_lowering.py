@@ -11,15 +11,15 @@ generated C driver, and run; the driver prints ``<kernel>(<n>) = <result>`` per 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mlbridge.errors import MLBridgeError
+from mlbridge.llvm import llvm_tools_dir
 
-__all__ = ["LOWERING_PASSES", "llvm_tools_dir", "lower_to_llvm_ir", "run_kernels"]
+__all__ = ["LOWERING_PASSES", "lower_to_llvm_ir", "run_kernels"]
 
 #: The mlir-opt passes that take affine/scf/arith/memref/func IR to the LLVM dialect.
 LOWERING_PASSES = (
@@ -31,11 +31,6 @@ LOWERING_PASSES = (
     "-convert-cf-to-llvm",
     "-reconcile-unrealized-casts",
 )
-
-
-def llvm_tools_dir() -> Path:
-    """The LLVM 22 tools folder: ``$MLBRIDGE_LLVM_TOOLS_DIR`` or ``/usr/lib/llvm-22/bin``."""
-    return Path(os.environ.get("MLBRIDGE_LLVM_TOOLS_DIR", "/usr/lib/llvm-22/bin"))
 
 
 def _run(argv: Sequence[str], stdin: str | None, what: str, timeout: float) -> str:
@@ -129,7 +124,7 @@ def run_kernels(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m mlbridge.mlir.lowering IN.mlir KERNEL=N,N... ...``: print the results."""
+    """``python test/python/support/mlir_lowering.py IN.mlir KERNEL=N,N...``: the results."""
     import argparse
     import sys
 

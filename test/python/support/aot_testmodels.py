@@ -1,6 +1,6 @@
 """Generate the SavedModels that mlbridge's AOT tests and benchmark compile.
 
-``python -m mlbridge.aot.testmodels OUT_DIR [--tf-python PATH]`` runs
+``python test/python/support/aot_testmodels.py OUT_DIR [--tf-python PATH]`` runs
 ``_tf_testmodels.py`` in the TensorFlow environment; see that file for the models.
 Nothing binary is committed: the build and the tests make them with this.
 """
@@ -35,7 +35,7 @@ def generate(out_dir: str | Path, tf_python: str | Path | None = None) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    p = argparse.ArgumentParser(prog="python -m mlbridge.aot.testmodels")
+    p = argparse.ArgumentParser(prog="aot_testmodels.py")
     p.add_argument("out_dir", metavar="OUT_DIR")
     p.add_argument("--tf-python", metavar="PATH")
     args = p.parse_args(argv)

@@ -3,7 +3,7 @@
 ``TF_PYTHON _tf_testmodels.py OUT_DIR`` writes, for each model, ``OUT_DIR/<name>/`` (the
 SavedModel) and ``OUT_DIR/<name>.answers.json``: inputs and TensorFlow's own outputs for
 them, so that tests compare a compiled model with the model itself. Imports nothing
-from mlbridge (see :mod:`mlbridge.aot.testmodels`).
+from mlbridge (see ``aot_testmodels.py`` beside it).
 
 Models:
 

@@ -15,6 +15,10 @@ never from a Python copy of the pass's action set.
 
 Every wait is bounded; the compiler is reaped and the FIFOs removed on :meth:`reset`,
 :meth:`close`, and any error.
+
+It is phase ordering's environment, so it lives in the problem's package and needs the
+``gym`` extra (Gymnasium); the generic parts it is built on (:class:`CompilerSession`)
+are in :mod:`mlbridge.gym`, which never imports a problem.
 """
 
 from __future__ import annotations
@@ -382,6 +386,6 @@ def register() -> None:
     if PHASE_ORDER_ENV_ID not in gymnasium.registry:
         gymnasium.register(
             id=PHASE_ORDER_ENV_ID,
-            entry_point="mlbridge.gym.phase_order:PhaseOrderEnv",
+            entry_point="mlbridge.phase_order.env:PhaseOrderEnv",
             disable_env_checker=True,
         )
