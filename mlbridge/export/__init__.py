@@ -7,11 +7,12 @@ to the feature of the same name (see docs/onnx.md). Every helper is checked by
 answers with the original model's.
 
 * :func:`export_numpy_dense`: a multilayer perceptron from numpy weights (no framework).
-* :func:`export_torch`: a ``torch.nn.Module`` (needs the ``export`` extra: PyTorch).
+* :func:`export_torch`: a ``torch.nn.Module`` (needs PyTorch: the ``torch`` extra).
 * :func:`export_keras`: a Keras multilayer perceptron, through its weights (any backend).
 * :func:`check_export`: the exported file answers like the original, within a tolerance.
 
-Needs the ``onnx`` and ``onnxruntime`` packages (extra ``onnx`` or ``export``).
+Needs the ``onnx`` and ``onnxruntime`` packages (extra ``onnx`` or ``export``). Only
+:func:`export_torch` and :func:`torch_callable` import PyTorch, when called.
 """
 
 from __future__ import annotations

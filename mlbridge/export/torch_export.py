@@ -33,7 +33,10 @@ def _torch() -> Any:
     try:
         import torch
     except ImportError as e:  # pragma: no cover - depends on the installation
-        raise MLBridgeError("export_torch needs PyTorch: pip install 'mlbridge[export]'") from e
+        raise MLBridgeError(
+            "export_torch needs PyTorch: pip install 'mlbridge[export,torch]' (the CPU "
+            "build of PyTorch is enough: see docs/onnx.md)"
+        ) from e
     return torch
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import onnx
 import pytest
@@ -118,3 +121,36 @@ def test_bad_specs_and_layers_are_refused(tmp_path, specs, layers, kwargs, messa
     with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
         export_numpy_dense(specs, layers, tmp_path / "m.onnx", **kwargs)
     assert not (tmp_path / "m.onnx").exists()
+
+
+EXPORT_WITHOUT_TORCH = r"""
+import sys
+
+sys.modules["torch"] = None  # any `import torch` now raises ImportError
+
+import numpy as np
+
+import mlbridge.export
+from mlbridge import ElementType, TensorSpec
+from mlbridge.export import Dense, check_export, export_numpy_dense, numpy_dense_forward
+
+specs = [TensorSpec("x", ElementType.FLOAT, (3,)), TensorSpec("n", ElementType.INT64, (1,))]
+layers = [Dense(np.arange(8, dtype=np.float32).reshape(4, 2) / 8, np.ones(2), "tanh")]
+path = export_numpy_dense(specs, layers, sys.argv[1])
+samples = [{"x": np.array([1.0, -2.0, 0.5], np.float32), "n": np.array([3], np.int64)}]
+check_export(lambda s: numpy_dense_forward(specs, layers, s), path, samples)
+assert sys.modules["torch"] is None
+print("exported", path)
+"""
+
+
+def test_numpy_export_and_check_never_import_torch(tmp_path):
+    out = tmp_path / "m.onnx"
+    result = subprocess.run(
+        [sys.executable, "-c", EXPORT_WITHOUT_TORCH, str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"exported {out}" in result.stdout
+    assert onnx.load(str(out)).graph.input[0].name == "x"
