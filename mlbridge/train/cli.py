@@ -46,13 +46,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     inl.add_argument(
         "--max-modules", type=int, metavar="N", help="use at most N modules (evenly spread)"
     )
-    inl.add_argument("--iterations", type=int, default=20, metavar="N")
+    inl.add_argument(
+        "--iterations", type=int, default=20, metavar="N", help="parameter updates (default 20)"
+    )
     inl.add_argument("--pairs", type=int, default=6, metavar="N", help="perturbation pairs")
-    inl.add_argument("--modules-per-iteration", type=int, default=8, metavar="N")
-    inl.add_argument("--sigma", type=float, default=0.05)
-    inl.add_argument("--learning-rate", type=float, default=0.05)
+    inl.add_argument(
+        "--modules-per-iteration",
+        type=int,
+        default=8,
+        metavar="N",
+        help="modules sampled (without replacement) per update (default 8)",
+    )
+    inl.add_argument(
+        "--sigma",
+        type=float,
+        default=0.05,
+        metavar="X",
+        help="standard deviation of the weight perturbations (default 0.05)",
+    )
+    inl.add_argument(
+        "--learning-rate", type=float, default=0.05, metavar="X", help="step size (default 0.05)"
+    )
     inl.add_argument("--jobs", type=int, metavar="N", help="parallel compilations (default 2)")
-    inl.add_argument("--seed", type=int, default=0)
+    inl.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="random seed; the run is deterministic given it and the tools (default 0)",
+    )
     inl.add_argument("--initial", metavar="FILE", help="start from this policy (JSON)")
     inl.add_argument(
         "--output", "-o", required=True, metavar="FILE", help="where to write the policy JSON"

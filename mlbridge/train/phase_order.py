@@ -63,6 +63,7 @@ __all__ = [
     "parse_teacher",
     "run_episode",
     "select_modules",
+    "size_change_text",
     "stderr_log",
     "summarize_heldout",
     "train_phase_order",
@@ -249,6 +250,15 @@ def _log(message: str, log: Callable[[str], None] | None) -> None:
         log(message)
 
 
+def size_change_text(relative_return: float) -> str:
+    """The change in code size of a relative return, as a signed percentage.
+
+    ``relative_return`` is ``(size_0 - size_T) / size_0``: 0.124 (12.4 % removed) gives
+    ``"-12.4%"``, -0.05 (5 % added) gives ``"+5.0%"``; one sign, never two.
+    """
+    return f"{(0.0 - relative_return) * 100:+.1f}%"
+
+
 def parse_teacher(text: str, n_actions: int) -> list[int]:
     """The warm start's action list from ``"0-13"`` / ``"0,2,5-7"`` (``""``: none).
 
@@ -408,8 +418,8 @@ def train_phase_order(
                 "seconds": time.perf_counter() - t0,
             }
             _log(
-                f"warm start: {len(shown)} teacher episodes (code size -"
-                f"{result['warm_start']['teacher_relative_return'] * 100:.1f}%), cloned: "
+                f"warm start: {len(shown)} teacher episodes (code size "
+                f"{size_change_text(result['warm_start']['teacher_relative_return'])}), cloned: "
                 f"loss {loss:.3f}, greedy = teacher on {match * 100:.1f}% of decisions, "
                 f"{result['warm_start']['seconds']:.1f} s",
                 log,
@@ -451,9 +461,9 @@ def train_phase_order(
             }
             history.append(record)
             _log(
-                f"iteration {it + 1}/{config.iterations}: code size -"
-                f"{record['mean_relative_return'] * 100:.1f}% (best -"
-                f"{record['best_relative_return'] * 100:.1f}%), "
+                f"iteration {it + 1}/{config.iterations}: code size "
+                f"{size_change_text(record['mean_relative_return'])} (best "
+                f"{size_change_text(record['best_relative_return'])}), "
                 f"{record['mean_length']:.1f} steps, entropy {entropy:.2f}, "
                 f"{record['seconds']:.1f} s (total {time.perf_counter() - start:.0f} s)",
                 log,

@@ -55,25 +55,95 @@ def add_phase_order_parser(sub: Any) -> argparse.ArgumentParser:
         help="the warm start's fixed sequence, e.g. 0-13 or 0,2,5-7, then stop; '' for none "
         f"(default {d.teacher}: the built-in set's pieces of -Oz in -Oz's order)",
     )
-    p.add_argument("--bc-modules", type=int, default=d.bc_modules, metavar="N")
-    p.add_argument("--bc-epochs", type=int, default=d.bc_epochs, metavar="N")
-    p.add_argument("--validation-modules", type=int, default=d.validation_modules, metavar="N")
+    p.add_argument(
+        "--bc-modules",
+        type=int,
+        default=d.bc_modules,
+        metavar="N",
+        help=f"training modules on which the teacher's episodes are recorded (default "
+        f"{d.bc_modules})",
+    )
+    p.add_argument(
+        "--bc-epochs",
+        type=int,
+        default=d.bc_epochs,
+        metavar="N",
+        help=f"full-batch epochs of behaviour cloning (default {d.bc_epochs})",
+    )
+    p.add_argument(
+        "--validation-modules",
+        type=int,
+        default=d.validation_modules,
+        metavar="N",
+        help="training modules on which the greedy policies after cloning and after "
+        f"fine-tuning are compared; the better one is kept (default {d.validation_modules})",
+    )
     p.add_argument(
         "--policy-out",
         metavar="FILE",
         help="also write the policy JSON here (the built-in phase-order-oz is "
         "mlbridge/models/builtin/phase-order-oz.json)",
     )
-    p.add_argument("--iterations", type=int, default=d.iterations, metavar="N")
-    p.add_argument("--modules-per-iteration", type=int, default=d.modules_per_iteration)
-    p.add_argument("--episodes-per-module", type=int, default=d.episodes_per_module)
-    p.add_argument("--max-steps", type=int, default=d.max_steps, metavar="N")
-    p.add_argument("--hidden", type=int, default=d.hidden, metavar="N")
-    p.add_argument("--learning-rate", type=float, default=d.learning_rate)
+    p.add_argument(
+        "--iterations",
+        type=int,
+        default=d.iterations,
+        metavar="N",
+        help=f"policy-gradient updates (default {d.iterations})",
+    )
+    p.add_argument(
+        "--modules-per-iteration",
+        type=int,
+        default=d.modules_per_iteration,
+        metavar="N",
+        help=f"modules drawn per update (default {d.modules_per_iteration})",
+    )
+    p.add_argument(
+        "--episodes-per-module",
+        type=int,
+        default=d.episodes_per_module,
+        metavar="N",
+        help="sampled episodes per drawn module, at least 2 (default "
+        f"{d.episodes_per_module})",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=d.max_steps,
+        metavar="N",
+        help=f"the pass's step limit per episode (default {d.max_steps})",
+    )
+    p.add_argument(
+        "--hidden",
+        type=int,
+        default=d.hidden,
+        metavar="N",
+        help=f"the policy's hidden width (default {d.hidden})",
+    )
+    p.add_argument(
+        "--learning-rate",
+        type=float,
+        default=d.learning_rate,
+        metavar="X",
+        help=f"Adam's step size (default {d.learning_rate})",
+    )
     p.add_argument("--entropy", type=float, default=d.entropy, help="entropy bonus weight")
     p.add_argument("--jobs", type=int, default=d.jobs, metavar="N", help="parallel compilations")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--observation", choices=["counts", "ir2vec"], default=d.observation)
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=d.seed,
+        metavar="N",
+        help="seeds the policy's initialisation, the module draws and the action samples "
+        f"(default {d.seed})",
+    )
+    p.add_argument(
+        "--observation",
+        choices=["counts", "ir2vec"],
+        default=d.observation,
+        help="the pass's observation: instruction counts, or an IR2Vec embedding (needs "
+        f"--ir2vec-vocab) (default {d.observation})",
+    )
     p.add_argument("--ir2vec-vocab", metavar="PATH|NAME", help="the vocabulary for ir2vec")
     p.add_argument("--actions", metavar="FILE", help="the action set (default: the pass's)")
     p.add_argument(
