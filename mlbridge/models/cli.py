@@ -81,17 +81,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         description="Print the absolute path of NAME's model file, e.g. for "
         "-mlbridge-model=$(mlbridge models path NAME).",
     )
-    q.add_argument("name", metavar="NAME")
+    q.add_argument("name", metavar="NAME", help="the registered model's name")
     _add_registry_argument(q)
 
     q = sub.add_parser("show", help="print a registered model's kind, file and tensor specs")
-    q.add_argument("name", metavar="NAME")
+    q.add_argument("name", metavar="NAME", help="the registered model's name")
     q.add_argument("--json", action="store_true", help="print its model.json object")
     q.add_argument("--verify", action="store_true", help="also check the file's size and SHA-256")
     _add_registry_argument(q)
 
     q = sub.add_parser("remove", help="remove a registered model and its files")
-    q.add_argument("name", metavar="NAME")
+    q.add_argument("name", metavar="NAME", help="the registered model's name")
     _add_registry_argument(q)
 
     q = sub.add_parser(
@@ -114,7 +114,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "size); features the model does not read are fine. Exit status 1 lists every "
         "difference.",
     )
-    q.add_argument("name", metavar="NAME")
+    q.add_argument("name", metavar="NAME", help="the registered model's name")
     q.add_argument(
         "--features",
         metavar="SPECS.json",

@@ -129,3 +129,90 @@ def test_build_failure_is_reported_as_an_error(tmp_path, tiny_source):
     assert result.returncode == 1
     assert "boom" in result.stderr
     assert "mlbridge: error: step 1/2, configure failed (exit status 1)" in result.stderr
+
+
+def _walk(parser, path=()):
+    """Every (command path, parser) of the argparse tree, the top-level parser first."""
+    import argparse
+
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _walk(sub, (*path, name))
+
+
+def test_every_option_and_subcommand_has_help():
+    import argparse
+
+    from mlbridge.cli import build_parser
+
+    missing = []
+    for path, parser in _walk(build_parser()):
+        where = " ".join(("mlbridge", *path))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {a.dest: a.help for a in action._choices_actions}
+                missing += [f"{where} {name}" for name in action.choices if not helps.get(name)]
+            elif not action.help or action.help == argparse.SUPPRESS:
+                missing.append(f"{where} {'/'.join(action.option_strings) or action.dest}")
+    assert not missing, "options without help text:\n" + "\n".join(missing)
+
+
+def test_serve_help_says_how_policy_modules_are_found():
+    result = run_cli("serve", "--help")
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert "a class (instantiated with no arguments) whose instances are callable" in text
+    assert "the current folder first" in text
+
+
+def test_a_reader_closing_the_pipe_early_ends_the_command_quietly(tmp_path):
+    # `mlbridge models show NAME | head`: head exits, the next write gets EPIPE.
+    import numpy as np
+
+    from mlbridge import ElementType, TensorSpec
+    from mlbridge.export import Dense, export_numpy_dense
+
+    specs = [TensorSpec(f"feature_{i}", ElementType.INT64, (1,)) for i in range(40)]
+    decision = TensorSpec("inlining_decision", ElementType.INT64, (1,))
+    onnx_file = export_numpy_dense(
+        specs, [Dense(np.ones((40, 2)))], tmp_path / "m.onnx", output=decision, argmax=True
+    )
+    registry = tmp_path / "registry"
+    register = run_cli(
+        "models", "register", "m", str(onnx_file), "--registry", str(registry),
+    )  # fmt: skip
+    assert register.returncode == 0, register.stderr
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte
+    try:
+        show = subprocess.run(
+            [sys.executable, "-m", "mlbridge", "models", "show", "m", "--registry", str(registry)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        os.close(write)
+    assert show.returncode == 141, show.stderr
+    assert show.stderr == ""
+
+
+def test_a_missing_optional_dependency_is_a_one_line_error_naming_the_extra(tmp_path):
+    # onnx made unimportable: install-builtin needs it to build the ONNX models.
+    code = (
+        "import sys; sys.modules['onnx'] = None\n"
+        "from mlbridge.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, "models", "install-builtin", "--no-tfaot",
+         "--registry", str(tmp_path / "registry")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr == (
+        "mlbridge: error: this command needs the Python package 'onnx', which is not "
+        "installed: pip install 'mlbridge[export]'\n"
+    )
