@@ -59,7 +59,7 @@ bench-inprocess: build
 # bench/results/report-<time>.*, the table and plots into README.md.
 # BENCH_ARGS=--quick for a run of under 2 minutes.
 bench: build
-	@$(VENV)/bin/mlbridge bench --build-dir $(BUILD) --update-readme $(BENCH_ARGS)
+	@$(VENV)/bin/mlbridge bench --build-dir $(BUILD) --out $(ROOT)/bench/results --update-readme $(BENCH_ARGS)
 
 lint: setup
 	@$(VENV)/bin/ruff check $(ROOT)

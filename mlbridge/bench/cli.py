@@ -1,4 +1,9 @@
-"""``mlbridge bench``: run every benchmark, write the report (docs/bench.md)."""
+"""``mlbridge bench``: run every benchmark, write the report (docs/bench.md).
+
+A tool of the source checkout: the measurements are the checkout's ``bench/*.py`` scripts
+and the benchmark programs built from ``bench/`` into the build folder, neither of which
+the wheel ships. From an installed package it says so and stops.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,13 @@ import sys
 import time
 from pathlib import Path
 
+from mlbridge.errors import CLIError
 from mlbridge.paths import default_build_dir, find_source_dir
 
-__all__ = ["README_BEGIN", "README_END", "add_arguments", "run", "update_readme"]
+__all__ = ["DEFAULT_OUT", "README_BEGIN", "README_END", "add_arguments", "run", "update_readme"]
+
+#: Where the report goes without ``--out``: this folder in the current directory.
+DEFAULT_OUT = Path("bench-results")
 
 README_BEGIN = "<!-- mlbridge-bench:begin -->"
 README_END = "<!-- mlbridge-bench:end -->"
@@ -35,7 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--out",
         type=Path,
         default=None,
-        help="where the report goes (default: <checkout>/bench/results)",
+        help=f"where the report goes (default: ./{DEFAULT_OUT} in the current folder; "
+        "make bench passes <checkout>/bench/results)",
     )
     p.add_argument(
         "--build-dir",
@@ -75,11 +85,28 @@ def update_readme(readme: Path, section: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the benchmark report; 0 when every measurement ran and every answer was right."""
+    """Run the benchmark report; 0 when every measurement ran and every answer was right.
+
+    Raises:
+        CLIError: mlbridge is not running from a source checkout (installed from a wheel).
+    """
+    source = find_source_dir()
+    if source is None:
+        raise CLIError(
+            "mlbridge bench needs a source checkout: it runs the checkout's bench/ scripts "
+            "and the benchmark programs built from bench/, which the installed package does "
+            "not ship; clone the repository, `pip install -e .` in it and `mlbridge build`"
+        )
+    out = (args.out or DEFAULT_OUT).resolve()
+    if args.update_readme and (args.smoke or not out.is_relative_to(source)):
+        raise CLIError(
+            "--update-readme needs a quick or full run whose report stays in the checkout "
+            f"(the README links its plots): pass --out {source / 'bench' / 'results'}, as "
+            "make bench does"
+        )
     from mlbridge.bench.markdown import readme_section
     from mlbridge.bench.report import Progress, profile, run_report, write_outputs
 
-    source = find_source_dir()
     build = (
         args.build_dir
         or (
@@ -93,7 +120,6 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    out = args.out or (source / "bench" / "results" if source else Path("bench-results"))
     prof = profile("smoke" if args.smoke else "quick" if args.quick else "full")
     log = Progress()
     try:
@@ -102,20 +128,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"mlbridge bench: error: {e}", file=sys.stderr)
         return 1
     stamp = ("smoke-" if args.smoke else "") + time.strftime("%Y%m%d-%H%M%S")
-    paths = write_outputs(report, out.resolve(), stamp)
+    paths = write_outputs(report, out, stamp)
     log(
         f"wrote {paths['json']}, {paths['md'].name}, {paths['sweep_png'].name}, "
         f"{paths['totals_png'].name}"
     )
     if args.update_readme:
-        if args.smoke or source is None:
-            print(
-                "mlbridge bench: --update-readme needs a quick or full run in a checkout",
-                file=sys.stderr,
-            )
-            return 1
         readme = source / "README.md"
-        rel = os.path.relpath(out.resolve(), source)
+        rel = os.path.relpath(out, source)
         update_readme(
             readme,
             readme_section(

@@ -30,15 +30,37 @@ def smoke_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     built("bin/mlbridge-bench-roundtrip-c")
     built_plugin("llvm")
     built_plugin("mlir")
-    out = tmp_path_factory.mktemp("bench")
+    # No --out: the report goes to bench-results/ in the current folder.
+    cwd = tmp_path_factory.mktemp("bench")
     proc = subprocess.run(
-        [sys.executable, "-m", "mlbridge", "bench", "--smoke", "--out", str(out),
+        [sys.executable, "-m", "mlbridge", "bench", "--smoke",
          "--build-dir", str(build_dir()), "--timeout", "120"],
-        capture_output=True, text=True, timeout=1200,
+        cwd=cwd, capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
+    out = cwd / "bench-results"
     (json_file,) = out.glob("report-smoke-*.json")
     return out, json.loads(json_file.read_text())
+
+
+def test_writes_into_bench_results_of_the_current_folder_by_default(smoke_report):
+    out, _ = smoke_report
+    assert out.name == "bench-results" and len(list(out.glob("report-smoke-*"))) == 4
+    # Nothing lands in the checkout.
+    assert not list((REPO / "bench" / "results").glob("report-smoke-*"))
+
+
+def test_update_readme_refuses_a_report_outside_the_checkout(tmp_path: Path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlbridge", "bench", "--quick", "--update-readme",
+         "--out", str(tmp_path), "--build-dir", str(build_dir())],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "--update-readme needs a quick or full run whose report stays in the checkout" in (
+        proc.stderr
+    )
+    assert not list(tmp_path.iterdir())
 
 
 def test_writes_json_markdown_and_plots(smoke_report):
