@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import shlex
 import shutil
 import subprocess
@@ -200,8 +201,9 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "policy",
         metavar="POLICY",
-        help="MODULE:NAME or FILE.py:NAME: a function of an observation, or a class whose "
-        "instances are (instantiated with no arguments)",
+        help="MODULE:NAME or FILE.py:NAME. NAME is a function of an observation, or a class "
+        "(instantiated with no arguments) whose instances are callable. MODULE is imported as "
+        "`python -m` would: the current folder first, then sys.path",
     )
     p.add_argument(
         "--address",
@@ -227,8 +229,12 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    import logging
     import signal
     import threading
+
+    # A policy's exception is logged with its traceback (mlbridge.compiler.grpc) on stderr.
+    logging.basicConfig(format=f"{PROG} serve: %(levelname)s: %(message)s")
 
     try:
         from mlbridge.compiler import grpc as mlgrpc
@@ -417,17 +423,69 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status."""
+#: The extra that provides each optional top-level module a command may import.
+_EXTRAS = {
+    "onnx": "export",
+    "onnxruntime": "export",
+    "torch": "torch",
+    "grpc": "grpc",
+    "gymnasium": "gym",
+    "llvmlite": "corpus",
+    "mlir": "mlir",
+}
+
+
+def _missing_extra(e: ModuleNotFoundError) -> str | None:
+    """The one-line error for an optional dependency that is not installed, else None."""
+    top = (e.name or "").partition(".")[0]
+    extra = _EXTRAS.get(top)
+    if extra is None:
+        return None
+    cpu = " (the CPU build of PyTorch is enough: docs/onnx.md)" if extra == "torch" else ""
+    return (
+        f"this command needs the Python package {top!r}, which is not installed: "
+        f"pip install 'mlbridge[{extra}]'{cpu}"
+    )
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args._run(args))
     except CLIError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as e:
+        message = _missing_extra(e)
+        if message is None:
+            raise
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status.
+
+    A reader that stops early (``mlbridge models show NAME | head``) ends the command
+    quietly with status 141 (as if killed by SIGPIPE), without a traceback.
+    """
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+    except BrokenPipeError:
+        # Python's documentation (signal module, "Note on SIGPIPE"): point stdout at
+        # /dev/null so that the interpreter's last flush does not fail again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass  # stdout is not a file descriptor: nothing is left to flush to it
+        return 141
 
 
 if __name__ == "__main__":
