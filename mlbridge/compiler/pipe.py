@@ -25,6 +25,7 @@ Nothing here knows a particular advisor: names, types and shapes come from the h
 
 from __future__ import annotations
 
+import codecs
 import errno
 import math
 import os
@@ -33,7 +34,9 @@ import select
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -1048,6 +1051,85 @@ def _stop(proc: subprocess.Popen[bytes], grace: float) -> None:
             proc.wait()
 
 
+class _StderrTee:
+    """Copies a compiler's stderr to ours as it arrives, keeping the last bytes for errors."""
+
+    _KEEP = 8192
+
+    def __init__(self, pipe: BinaryIO) -> None:
+        self._pipe = pipe
+        self._tail = bytearray()
+        self._lock = threading.Lock()
+        self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._thread = threading.Thread(
+            target=self._run, name="mlbridge-compiler-stderr", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            fd = self._pipe.fileno()
+            while chunk := os.read(fd, _READ_CHUNK):
+                with self._lock:
+                    self._tail += chunk
+                    del self._tail[: -self._KEEP]
+                self._forward(chunk)
+        except OSError:
+            pass
+        finally:
+            self._pipe.close()
+
+    def _forward(self, chunk: bytes) -> None:
+        err = sys.stderr  # looked up each time: a caller may redirect it
+        if err is None:
+            return
+        try:
+            err.write(self._decode.decode(chunk))
+            err.flush()
+        except (OSError, ValueError):
+            pass  # our stderr is gone; the tail is still kept for the error message
+
+    def tail(self, lines: int = 20, wait: float = 1.0) -> str:
+        """The last ``lines`` lines (after waiting up to ``wait`` s for the end of input)."""
+        self._thread.join(wait)
+        with self._lock:
+            text = bytes(self._tail).decode("utf-8", errors="replace")
+        return "\n".join(text.rstrip().splitlines()[-lines:])
+
+    def close(self, wait: float = 5.0) -> None:
+        """Wait (bounded) until everything the compiler wrote has been copied."""
+        self._thread.join(wait)
+
+
+def _exited_early(argv0: str, code: int, in_path: Path, has_base: bool, tail: str) -> str:
+    """The error of a compiler that exited before opening the channel: the usual causes."""
+    causes = []
+    if not has_base:
+        causes.append(
+            "the command has no {base}, so the compiler was never told the channel: put "
+            "{base} where its channel option takes the base (e.g. "
+            "-inliner-interactive-channel-base={base}, -mlbridge-inline-channel={base})"
+        )
+    if code == 0:
+        causes.append(
+            "it finished without asking the model anything: the pipeline has no ML pass "
+            "using this channel (check -passes=... and that the ML advisor is enabled, "
+            "e.g. -enable-ml-inliner=release or -mlbridge-inline-runner=pipe)"
+        )
+    else:
+        causes.append(
+            "the pass plugin did not load or does not define an option "
+            "(-load-pass-plugin=$(mlbridge plugin-path llvm) must come first)"
+        )
+        causes.append("the pipeline has no ML pass using this channel")
+        causes.append("an input file is missing or unreadable")
+    said = f"; the compiler's stderr ends with:\n{tail}" if tail else "; it wrote nothing on stderr"
+    return (
+        f"the compiler ({argv0}) exited with code {code} before opening {in_path}. Usual "
+        f"causes: {'; '.join(causes)}{said}"
+    )
+
+
 def drive_compiler(
     command: Sequence[str],
     policy: Policy,
@@ -1064,8 +1146,10 @@ def drive_compiler(
     """Run a compiler on a fresh private channel and answer it with ``policy``.
 
     Every ``{base}`` in ``command`` is replaced by the channel base. The compiler's
-    standard streams are inherited. On any error the compiler is terminated (then killed),
-    and the FIFOs and their folder are removed in every case.
+    standard input and output are inherited; its stderr is copied to ``sys.stderr`` as it
+    comes (and its end quoted if it exits before opening the channel). On any error the
+    compiler is terminated (then killed), and the FIFOs and their folder are removed in
+    every case.
 
     Args:
         command: The compiler command line, e.g. ``["opt-22", ...,
@@ -1087,15 +1171,17 @@ def drive_compiler(
     exit_timeout = _check_timeout(exit_timeout, "exit_timeout")
     with FifoChannel(parent=parent) as channel:
         argv = [a.replace("{base}", str(channel.base)) for a in command]
-        proc = subprocess.Popen(argv)
+        has_base = any("{base}" in a for a in command)
+        proc = subprocess.Popen(argv, stderr=subprocess.PIPE)
+        assert proc.stderr is not None
+        stderr = _StderrTee(proc.stderr)
         try:
 
             def abort() -> None:
                 code = proc.poll()
                 if code is not None:
                     raise PipeClosedError(
-                        f"the compiler ({argv[0]}) exited with code {code} before opening "
-                        f"{channel.in_path}"
+                        _exited_early(argv[0], code, channel.in_path, has_base, stderr.tail())
                     )
 
             contexts: list[str] = []
@@ -1126,4 +1212,5 @@ def drive_compiler(
                 ) from None
         finally:
             _stop(proc, grace=5.0)
+            stderr.close()
     return DriveResult(code, answered, contexts, header)
