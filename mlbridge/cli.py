@@ -404,6 +404,18 @@ COMMANDS: list[Command] = [
             "programs, which an installed package does not ship."
         ),
     ),
+    _lazy_command(
+        "doctor",
+        "mlbridge.doctor",
+        help="check that everything the plugins and commands need is in place, with fixes",
+        description=(
+            "Check, in a few seconds, what the plugins and commands need (docs/doctor.md): "
+            "LLVM 22's tools, the built plugins (loaded into their tools) and runner "
+            "modules, ONNX Runtime, the TensorFlow environment, the model registry and "
+            "its models' tasks, the corpus. One line per check, with the command that "
+            "fixes what is missing; exit status 1 when a required check fails."
+        ),
+    ),
 ]
 
 
