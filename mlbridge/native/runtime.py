@@ -1,0 +1,134 @@
+"""Running a compiled model from Python (ctypes over mlbridge's AOT C ABI).
+
+:class:`NativeModel` loads a shared object that exports the ``mlbridge_aot_*`` functions
+(``mlbridge compile`` or ``mlbridge aot`` wrote it), creates one instance and runs it on
+numpy arrays. It is how the tests compare a native model with ONNX Runtime; compilers
+load the same object through the C++ ``TFAOTModelRunner``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlbridge.aot.abi import ABI_VERSION
+from mlbridge.native.importer import NativeCompileError
+from mlbridge.tensor_spec import ElementType, TensorSpec
+
+__all__ = ["NativeModel"]
+
+_PREFIX = "mlbridge_aot_"
+
+
+class NativeModel:
+    """One instance of a compiled model in this process.
+
+    Args:
+        path: The shared object.
+
+    Raises:
+        NativeCompileError: If it cannot be loaded, is not an mlbridge AOT model, or
+            has another ABI version.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self._lib = ctypes.CDLL(str(self.path.absolute()), mode=os.RTLD_LOCAL)
+        except OSError as exc:
+            raise NativeCompileError(f"cannot load {self.path}: {exc}") from None
+        version = self._fn("abi_version", ctypes.c_uint32)()
+        if version != ABI_VERSION:
+            raise NativeCompileError(
+                f"{self.path} has ABI version {version}, this mlbridge reads {ABI_VERSION}"
+            )
+        self.inputs = self._specs("arg")
+        self.outputs = self._specs("result")
+        vp = ctypes.c_void_p
+        self._create = self._fn("create", vp)
+        self._destroy = self._fn("destroy", None, vp)
+        self._arg_data = self._fn("arg_data", vp, vp, ctypes.c_int32)
+        self._result_data = self._fn("result_data", vp, vp, ctypes.c_int32)
+        self._run = self._fn("run", ctypes.c_int32, vp)
+        self._instance = self._create()
+        if not self._instance:
+            raise NativeCompileError(f"{self.path}: creating an instance failed (out of memory)")
+
+    def _fn(self, suffix: str, restype: Any, *argtypes: Any) -> Any:  # noqa: ANN401
+        try:
+            f = getattr(self._lib, _PREFIX + suffix)
+        except AttributeError:
+            raise NativeCompileError(
+                f"{self.path} is not an mlbridge compiled model: no {_PREFIX}{suffix}"
+            ) from None
+        f.restype, f.argtypes = restype, list(argtypes)
+        return f
+
+    def _specs(self, kind: str) -> tuple[TensorSpec, ...]:
+        i32 = ctypes.c_int32
+        count = self._fn(f"num_{kind}s", i32)()
+        name = self._fn(f"{kind}_name", ctypes.c_char_p, i32)
+        typ = self._fn(f"{kind}_type", i32, i32)
+        rank = self._fn(f"{kind}_rank", i32, i32)
+        shape = self._fn(f"{kind}_shape", ctypes.POINTER(ctypes.c_int64), i32)
+        types = list(ElementType)
+        out = []
+        for i in range(count):
+            dims = shape(i)
+            out.append(
+                TensorSpec(
+                    name(i).decode("utf-8"), types[typ(i)], tuple(dims[d] for d in range(rank(i)))
+                )
+            )
+        return tuple(out)
+
+    def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
+        """Copy ``feeds`` (by input name) into the instance, run it, return copies of
+        every output by name.
+
+        Raises:
+            NativeCompileError: If an input is missing or the run fails.
+        """
+        for i, spec in enumerate(self.inputs):
+            if spec.name not in feeds:
+                raise NativeCompileError(f"no value for input '{spec.name}'")
+            value = np.ascontiguousarray(feeds[spec.name], dtype=spec.type.numpy_dtype)
+            if value.size != int(np.prod(spec.shape)):
+                raise NativeCompileError(
+                    f"input '{spec.name}' has {value.size} elements, expected shape {spec.shape}"
+                )
+            ctypes.memmove(self._arg_data(self._instance, i), value.ctypes.data, value.nbytes)
+        if self._run(self._instance) != 0:
+            raise NativeCompileError(f"{self.path}: run failed")
+        results = {}
+        for j, spec in enumerate(self.outputs):
+            dtype = spec.type.numpy_dtype
+            count = int(np.prod(spec.shape))
+            buf = (ctypes.c_char * (count * dtype.itemsize)).from_address(
+                self._result_data(self._instance, j)
+            )
+            results[spec.name] = np.frombuffer(bytes(buf), dtype=dtype).reshape(spec.shape)
+        return results
+
+    def close(self) -> None:
+        """Destroy the instance (the library stays loaded until the process ends)."""
+        if self._instance:
+            self._destroy(self._instance)
+            self._instance = None
+
+    def __enter__(self) -> NativeModel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001, S110 - interpreter shutdown
+            pass
