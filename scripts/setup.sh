@@ -17,6 +17,10 @@
 #   5. TensorFlow venv .deps/tf-venv (tensorflow-cpu, pinned) for `mlbridge aot`.
 #   6. C corpus: source archives pinned in corpus/recipe.json (Debian's archive) into
 #      .deps/corpus-sources, compiled to LLVM 22 bitcode in .deps/corpus (cached).
+#
+# When a step had work to do, the end prints how long each such step took and writes
+# it to .deps/setup-timings.json ({"steps": [{"name", "seconds"}], "finished"}; `make
+# demo` shows it). A run with nothing to do leaves that file alone.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,8 +38,20 @@ APT_PACKAGES=(
   ninja-build libgtest-dev pkg-config
 )
 
-step() { printf '\n== mlbridge setup: %s\n' "$*" >&2; }
+step() { printf 'mlbridge setup: %s\n' "$*" >&2; }
 die() { printf 'mlbridge setup: error: %s\n' "$*" >&2; exit 1; }
+
+# Phase timings of the steps that had work to do: "name seconds" each.
+TIMINGS=()
+now() { date +%s.%N; }
+took() {  # took NAME START: NAME had work to do since START
+  TIMINGS+=("$1 $(awk -v a="$2" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')")
+}
+# changed_since MARK PATH...: whether anything at or under PATH... is newer than MARK.
+changed_since() {
+  local mark="$1"; shift
+  [ -n "$(find "$@" -newer "$mark" -print -quit 2>/dev/null)" ]
+}
 
 # ---------------------------------------------------------------- 1. apt
 missing=()
@@ -46,9 +62,11 @@ done
 if ((${#missing[@]})); then
   step "installing Debian packages: ${missing[*]}"
   [ "$(id -u)" = 0 ] || die "installing ${missing[*]} needs root (apt-get install)"
+  t0=$(now)
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  took apt "$t0"
 else
   step "Debian packages: all present"
 fi
@@ -58,6 +76,7 @@ ORT_DIR="$DEPS/onnxruntime"
 ORT_STAMP="$ORT_DIR/.headers-$ORT_DEB_VERSION"
 if [ ! -f "$ORT_STAMP" ]; then
   step "fetching ONNX Runtime headers (Debian trixie libonnxruntime-dev $ORT_DEB_VERSION)"
+  t0=$(now)
   APTDIR="$DEPS/apt-trixie"
   mkdir -p "$APTDIR/lists/partial" "$APTDIR/cache/archives/partial" "$APTDIR/download"
   echo "deb http://deb.debian.org/debian trixie main" > "$APTDIR/sources.list"
@@ -75,6 +94,7 @@ if [ ! -f "$ORT_STAMP" ]; then
   mkdir -p "$ORT_DIR"
   cp -r "$APTDIR/unpacked/usr/include/onnxruntime" "$ORT_DIR/include"
   touch "$ORT_STAMP"
+  took "onnxruntime headers" "$t0"
 else
   step "ONNX Runtime headers: present ($ORT_DEB_VERSION)"
 fi
@@ -82,6 +102,7 @@ fi
 # ------------------------------------------------------------- 3. Python venv
 PY_STAMP="$VENV/.mlbridge-setup"
 py_inputs_hash=$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)
+t0=$(now)
 if [ ! -x "$VENV/bin/python" ]; then
   step "creating Python virtual environment $VENV"
   "$PYTHON" -m venv "$VENV"
@@ -90,6 +111,7 @@ if [ ! -f "$PY_STAMP" ] || [ "$(cat "$PY_STAMP")" != "$py_inputs_hash" ]; then
   step "installing mlbridge (editable) and its pinned dependencies into .venv"
   "$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT[dev]"
   echo "$py_inputs_hash" > "$PY_STAMP"
+  took venv "$t0"
 else
   step "Python environment: up to date"
 fi
@@ -112,17 +134,49 @@ ln -sfn "libonnxruntime.so.1" "$ORT_DIR/lib/libonnxruntime.so"
 # mlbridge.aot.tfenv (a no-op when the stamp matches). `mlbridge aot` and the
 # TF AOT tests run saved_model_cli there.
 TF_VENV="$DEPS/tf-venv"
+MARK="$DEPS/.setup-mark"
+mkdir -p "$DEPS"
+touch "$MARK"
+t0=$(now)
 step "TensorFlow environment $TF_VENV (for mlbridge aot)"
 "$VENV/bin/python" -m mlbridge.aot.tfenv "$TF_VENV" >/dev/null \
   || die "creating the TensorFlow environment $TF_VENV failed (see above)"
+# The environment's stamp is rewritten only when it was (re)created.
+if changed_since "$MARK" "$TF_VENV/.mlbridge-tf-env"; then took tensorflow "$t0"; fi
 # -- end TensorFlow venv --
 
 # ------------------------------------------ 6. C corpus (mlbridge corpus, docs/corpus.md)
 # Fetches the pinned source archives of corpus/recipe.json (sha256-checked) and builds the
 # LLVM 22 bitcode corpus into .deps/corpus; both steps do nothing when already done.
-step "C corpus: fetch (corpus/recipe.json) and build into $DEPS/corpus"
+# One progress bar while compiling (plain lines every 10% off a terminal). A fetch writes
+# archives into .deps/corpus-sources; a build that unpacks or compiles writes under
+# .deps/corpus: either means the step had work to do.
+CORPUS_ROOT="${MLBRIDGE_CACHE_DIR:-$DEPS}"   # where `mlbridge corpus` puts it (docs/corpus.md)
+step "C corpus: fetch (corpus/recipe.json) and build into $CORPUS_ROOT/corpus"
+touch "$MARK"
+t0=$(now)
 "$VENV/bin/mlbridge" corpus fetch
 "$VENV/bin/mlbridge" corpus build --jobs "${MLBRIDGE_CORPUS_JOBS:-2}"
+if changed_since "$MARK" "$CORPUS_ROOT/corpus-sources" "$CORPUS_ROOT/corpus"; then
+  took corpus "$t0"
+fi
+rm -f "$MARK"
 # ------------------------------------------------------------------------ end 6. corpus
 
+if ((${#TIMINGS[@]})); then
+  # "phase timings: apt 120 s, venv 80 s, ..." on stderr, the same in .deps/setup-timings.json.
+  "$VENV/bin/python" - "$DEPS/setup-timings.json" "${TIMINGS[@]}" <<'PY'
+import datetime, json, os, sys
+path, entries = sys.argv[1], sys.argv[2:]
+steps = [{"name": e.rsplit(" ", 1)[0], "seconds": float(e.rsplit(" ", 1)[1])} for e in entries]
+finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+with open(path + ".partial", "w") as f:
+    json.dump({"steps": steps, "finished": finished}, f, indent=2)
+    f.write("\n")
+os.replace(path + ".partial", path)
+total = sum(s["seconds"] for s in steps)
+shown = ", ".join(f"{s['name']} {s['seconds']:.0f} s" for s in steps)
+print(f"mlbridge setup: phase timings: {shown} (total {total:.0f} s; in {path})", file=sys.stderr)
+PY
+fi
 step "done"

@@ -287,7 +287,9 @@ def _run_tasks(
         return done
     records = _completed(output, tasks, jobs)
     if progress:  # one bar (plain lines every 10% off a terminal), one line per failure
-        records = track(records, total=len(tasks), description="corpus: compiling", unit="module")
+        records = track(
+            records, total=len(tasks), description="mlbridge corpus: compiling", unit="module"
+        )
     for record in records:
         done.append(record)
         if progress and record["status"] != "ok":

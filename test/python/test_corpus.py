@@ -262,7 +262,7 @@ def test_cli_build_and_info(tiny: Tiny, capsys: pytest.CaptureFixture[str]) -> N
     argv = ["corpus", "build", "--offline", "-j", "1", "--recipe", str(tiny.recipe_path)]
     assert main([*argv, *common, "--sources", str(tiny.sources)]) == 0
     err = capsys.readouterr().err
-    assert "corpus: compiling: 3/3" in err and "2 modules ok, 1 failed" in err
+    assert "mlbridge corpus: compiling: 3/3" in err and "2 modules ok, 1 failed" in err
     assert "FAILED tiny/src/broken.c" in err
     assert "\r" not in err  # stderr is not a terminal: plain lines, no bar
     assert main([*argv, *common, "--sources", str(tiny.sources)]) == 0
