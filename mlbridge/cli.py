@@ -360,6 +360,17 @@ COMMANDS: list[Command] = [
         ),
     ),
     _lazy_command(
+        "compile",
+        "mlbridge.native.cli",
+        help="compile an ONNX model to a shared object through MLIR 22 (no TF, no ONNX Runtime)",
+        description=(
+            "Compile MODEL.onnx with MLIR 22 and LLVM 22 into a shared object that needs only "
+            "libc and libm and exports mlbridge's AOT C ABI, so the plugins load it like a "
+            "TF AOT model (register it with 'mlbridge models register NAME MODEL.onnx "
+            "--native'). Writes OUT and OUT's NAME.specs.json. See docs/native.md."
+        ),
+    ),
+    _lazy_command(
         "corpus",
         "mlbridge.corpus.cli",
         help="fetch, build (cached) and describe the C corpus of LLVM 22 bitcode",

@@ -51,7 +51,7 @@ __all__ = [
     "run_demo",
 ]
 
-_KIND_LABEL = {"onnx": "ONNX Runtime", "tfaot": "TF AOT"}
+_KIND_LABEL = {"onnx": "ONNX Runtime", "tfaot": "TF AOT", "native": "native (MLIR)"}
 _STOCK = "stock opt-22 -Oz"
 # What each pass prints per model decision when asked (-pass-remarks, the step trace).
 _DECISION_LINES = {

@@ -65,6 +65,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--specs", metavar="SPECS.json", help="TF AOT: the specs file (default: the sidecar)"
     )
     q.add_argument("--force", action="store_true", help="replace a model registered as NAME")
+    q.add_argument(
+        "--native",
+        action="store_true",
+        help="compile the ONNX model FILE to native code first (mlbridge compile, "
+        "docs/native.md) and register the shared object as kind native",
+    )
     q.add_argument("--description", metavar="TEXT", help="a description to store with it")
     q.add_argument(
         "--task",
@@ -180,16 +186,41 @@ def _run_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _register_native(args: argparse.Namespace) -> RegisteredModel:
+    import re
+    import tempfile
+
+    from mlbridge.native import compile_onnx
+
+    if args.kind not in (None, "native") or args.specs:
+        raise CLIError("--native compiles an ONNX model; leave out --kind and --specs")
+    with tempfile.TemporaryDirectory(prefix="mlbridge-native-") as tmp:
+        name = re.sub(r"\W", "_", args.name)
+        name = name if re.match(r"[A-Za-z_]", name) else f"m_{name}"
+        so = compile_onnx(Path(args.file), Path(tmp) / f"{name}.so", name=name)
+        return _registry(args).register(
+            args.name,
+            so,
+            kind="native",
+            force=args.force,
+            description=args.description,
+            task=args.task,
+        )
+
+
 def _run_register(args: argparse.Namespace) -> int:
-    model = _registry(args).register(
-        args.name,
-        args.file,
-        kind=args.kind,
-        specs=args.specs,
-        force=args.force,
-        description=args.description,
-        task=args.task,
-    )
+    if args.native:
+        model = _register_native(args)
+    else:
+        model = _registry(args).register(
+            args.name,
+            args.file,
+            kind=args.kind,
+            specs=args.specs,
+            force=args.force,
+            description=args.description,
+            task=args.task,
+        )
     task = get_task(model.task) if model.task else None
     answers = f"task {model.task}, for {task.usage()}" if task else "no task"
     print(

@@ -138,7 +138,7 @@ class RegisteredModel:
 
     Attributes:
         name: The registered name.
-        kind: ``"onnx"``, ``"tfaot"`` or ``"ir2vec-vocab"``.
+        kind: ``"onnx"``, ``"tfaot"``, ``"native"`` or ``"ir2vec-vocab"``.
         path: The absolute path of the model file inside the registry.
         sha256: The model file's SHA-256, hex.
         size: The model file's size in bytes.
@@ -414,7 +414,8 @@ class Registry:
         Args:
             name: The name to register it as (see :func:`check_model_name`).
             file: The model file: an ``.onnx`` model or a TF AOT ``.so``.
-            kind: ``"onnx"``, ``"tfaot"`` or ``"ir2vec-vocab"`` (never guessed); default:
+            kind: ``"onnx"``, ``"tfaot"``, ``"native"`` or ``"ir2vec-vocab"`` (never
+                guessed); default:
                 from the file name or its bytes.
             specs: TF AOT only: the specs file; default: the sidecar beside the ``.so``.
             force: Replace a model already registered as ``name``.
@@ -453,9 +454,9 @@ class Registry:
                 f"cannot register {source}: the registry keeps its own {MODEL_JSON} beside "
                 "the model file; rename the model file (e.g. model.onnx)"
             )
-        if kind != "tfaot" and specs is not None:
+        if kind not in ("tfaot", "native") and specs is not None:
             raise RegistryError(
-                "--specs is for TF AOT models; other kinds carry their specs in the file"
+                "--specs is for TF AOT and native models; other kinds carry their specs in the file"
             )
         # Read the specs before taking the lock: refusing a bad file needs no lock.
         try:
@@ -494,10 +495,10 @@ class Registry:
                     description=description,
                     task=task,
                 )
-                if kind == "tfaot":
+                if kind in ("tfaot", "native"):
                     sidecar = {
                         "name": name,
-                        "kind": "tfaot",
+                        "kind": kind,
                         "features": [s.to_dict() for s in model.features],
                         "advice": [s.to_dict() for s in model.advice],
                     }

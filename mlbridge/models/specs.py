@@ -32,9 +32,11 @@ __all__ = [
 ]
 
 #: The kinds of model file the registry keeps. ``ir2vec-vocab`` is an IR2Vec vocabulary
-#: (``mlbridge ir2vec vocab``), data for a pass rather than a runnable model.
-ModelKind = Literal["onnx", "tfaot", "ir2vec-vocab"]
-MODEL_KINDS: tuple[str, ...] = ("onnx", "tfaot", "ir2vec-vocab")
+#: (``mlbridge ir2vec vocab``), data for a pass rather than a runnable model. ``native`` is
+#: a shared object ``mlbridge compile`` built from an ONNX model through MLIR
+#: (docs/native.md); it has the TF AOT C ABI and sidecar, and the same runner loads it.
+ModelKind = Literal["onnx", "tfaot", "native", "ir2vec-vocab"]
+MODEL_KINDS: tuple[str, ...] = ("onnx", "tfaot", "native", "ir2vec-vocab")
 
 #: The file-name suffix of the specs sidecar ``mlbridge aot`` writes beside ``NAME.so``.
 SIDECAR_SUFFIX = ".specs.json"
@@ -87,13 +89,22 @@ def guess_kind(path: Path) -> ModelKind | None:
     if path.suffix == ".onnx":
         return "onnx"
     if path.suffix == ".so" or ".so." in path.name:
-        return "tfaot"
+        return _shared_object_kind(path)
     try:
         with path.open("rb") as f:
             head = f.read(4)
     except OSError:
         return None
-    return "tfaot" if head == _ELF_MAGIC else None
+    return _shared_object_kind(path) if head == _ELF_MAGIC else None
+
+
+def _shared_object_kind(path: Path) -> ModelKind:
+    # `mlbridge compile` marks its sidecar kind native; anything else is TF AOT.
+    try:
+        kind = orjson.loads(sidecar_path(path).read_bytes()).get("kind")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return "tfaot"
+    return "native" if kind == "native" else "tfaot"
 
 
 def read_ir2vec_vocab_specs(path: Path) -> ModelSpecs:
@@ -229,8 +240,9 @@ def _spec_list(obj: Mapping[str, Any], key: str, where: str) -> tuple[TensorSpec
 def read_specs_file(path: str | Path) -> ModelSpecs:
     """Read a specs file: ``{"features":[spec,...], "advice":[spec,...]}``.
 
-    This is the ``NAME.specs.json`` sidecar ``mlbridge aot`` writes (its ``name`` and
-    ``kind`` keys are allowed; ``kind``, if present, must be ``tfaot``).
+    This is the ``NAME.specs.json`` sidecar ``mlbridge aot`` or ``mlbridge compile``
+    writes (its ``name`` and ``kind`` keys are allowed; ``kind``, if present, must be
+    ``tfaot`` or ``native``).
 
     Args:
         path: The JSON file.
@@ -255,8 +267,8 @@ def read_specs_file(path: str | Path) -> ModelSpecs:
     if not isinstance(obj, dict):
         raise ModelFileError(f'{where} must be a JSON object {{"features":[...],"advice":[...]}}')
     kind = obj.get("kind", "tfaot")
-    if kind != "tfaot":
-        raise ModelFileError(f"{where} is for a model of kind {kind!r}, not 'tfaot'")
+    if kind not in ("tfaot", "native"):
+        raise ModelFileError(f"{where} is for a model of kind {kind!r}, not 'tfaot' or 'native'")
     return ModelSpecs(_spec_list(obj, "features", where), _spec_list(obj, "advice", where))
 
 

@@ -3,8 +3,9 @@
 :func:`ensure_builtin_models` builds each one's deployable form (an ONNX model) and
 registers it under its name, so that ``-mlbridge-inline-model=inliner-oz`` works after
 ``make demo`` or ``mlbridge models install-builtin``; the TensorFlow AOT build of the same
-policy is registered as ``<name>-aot``. Registering is skipped when the registry already
-holds models built from the same training output.
+policy is registered as ``<name>-aot``, and every model's ONNX form compiled to native code
+through MLIR (``mlbridge compile``, docs/native.md) as ``<name>-native``. Registering is
+skipped when the registry already holds models built from the same training output.
 """
 
 from __future__ import annotations
@@ -115,13 +116,34 @@ def _ensure_phase_order(
     )
 
 
+def _ensure_native(
+    reg: Registry, model: BuiltinModel, onnx_model: RegisteredModel, description: str, stamp: str,
+    tmp: Path,
+) -> RegisteredModel:  # fmt: skip
+    native_name = f"{model.name}-native"
+    found = _current(reg, native_name, stamp, model.task)
+    if found is not None:
+        return found
+    from mlbridge.native import compile_onnx
+
+    c_name = model.name.replace("-", "_")
+    try:
+        so = compile_onnx(onnx_model.path, tmp / "native" / f"{c_name}.so", name=c_name)
+    except MLBridgeError as e:
+        raise RegistryError(f"cannot compile built-in model {model.name!r} natively: {e}") from e
+    return reg.register(
+        native_name, so, kind="native", force=True, description=description, task=model.task
+    )
+
+
 def ensure_builtin_models(
     registry: Registry | None = None, *, tfaot: bool = True, log: bool = False
 ) -> list[RegisteredModel]:
     """Registers every built-in model whose current form the registry does not hold yet.
 
-    Each model is registered as ``<name>`` (ONNX) and, with ``tfaot``, an inlining policy
-    also as ``<name>-aot``
+    Each model is registered as ``<name>`` (ONNX), as ``<name>-native`` (the ONNX form
+    compiled through MLIR by :func:`mlbridge.native.compile_onnx`) and, with ``tfaot``, an
+    inlining policy also as ``<name>-aot``
     (compiled ahead of time by TensorFlow: ``mlbridge aot``, which needs the TensorFlow
     environment the set-up makes). A model built from the same training output is not
     built again.
@@ -141,7 +163,9 @@ def ensure_builtin_models(
             stamp = f"[policy sha256 {_sha256(model.policy_path)}]"
             description = f"{model.description} {stamp}"
             if model.task == "phase-order":
-                out.append(_ensure_phase_order(reg, model, description, stamp, Path(tmp)))
+                found = _ensure_phase_order(reg, model, description, stamp, Path(tmp))
+                out.append(found)
+                out.append(_ensure_native(reg, model, found, description, stamp, Path(tmp)))
                 continue
             try:
                 policy = LinearPolicy.load(model.policy_path)
@@ -160,6 +184,7 @@ def ensure_builtin_models(
                     task=model.task,
                 )
             out.append(found)
+            out.append(_ensure_native(reg, model, found, description, stamp, Path(tmp)))
             if not tfaot:
                 continue
             aot_name = f"{model.name}-aot"
