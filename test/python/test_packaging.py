@@ -1,9 +1,11 @@
 """`pip install .` gives the pure-Python model side: no LLVM, no build folder."""
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -122,3 +124,144 @@ def test_bench_from_an_installed_package_says_it_needs_a_source_checkout(venv, t
     assert result.returncode == 1
     assert "mlbridge: error: mlbridge bench needs a source checkout" in result.stderr
     assert not list(tmp_path.iterdir())  # no report folder either
+
+
+# -- every command that works without LLVM, from the installed wheel -----------------
+
+# The command paths of the installed package's argparse tree, one per line.
+COMMAND_PATHS = r"""
+import argparse
+from mlbridge.cli import build_parser
+
+def walk(parser, path):
+    print(" ".join(path))
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                walk(sub, [*path, name])
+
+walk(build_parser(), [])
+"""
+
+
+@pytest.fixture(scope="module")
+def full_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment with the wheel, and the optional packages of this one.
+
+    The wheel goes in with ``--no-deps``; a ``.pth`` file puts this environment's
+    site-packages (onnx, onnxruntime, torch, grpcio, ...) after the venv's own, so that
+    ``mlbridge`` is the installed copy and nothing is downloaded.
+    """
+    venv = tmp_path_factory.mktemp("installed-full") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
+         str(wheel)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    ours = sysconfig.get_paths()["purelib"]
+    (Path(purelib) / "zz-mlbridge-test-reuse.pth").write_text(f"{ours}\n")
+    return venv
+
+
+def user_env(tmp_path: Path) -> dict[str, str]:
+    """No build folder, no checkout on the path; registry and caches in ``tmp_path``."""
+    env = {
+        k: v
+        for k, v in without_build_dir().items()
+        if k not in ("PYTHONPATH", "MLBRIDGE_TF_PYTHON")
+    }
+    env["MLBRIDGE_MODEL_REGISTRY"] = str(tmp_path / "registry")
+    env["MLBRIDGE_CACHE_DIR"] = str(tmp_path / "cache")
+    return env
+
+
+def mlbridge(venv: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(venv / "bin" / "mlbridge"), *args],
+        cwd=tmp_path, env=user_env(tmp_path), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_wheel_holds_every_data_file_the_package_reads(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    package = REPO / "mlbridge"
+    data = sorted(
+        p.relative_to(REPO).as_posix()
+        for p in package.rglob("*")
+        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
+    )
+    assert "mlbridge/models/builtin/inliner-oz.json" in data
+    assert [name for name in data if name not in names] == []
+
+
+def test_every_command_help_works_from_the_wheel(venv, tmp_path):
+    listed = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", COMMAND_PATHS],
+        cwd=tmp_path, env=user_env(tmp_path), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    paths = listed.stdout.splitlines()
+    assert {"", "serve", "models", "models install-builtin", "train inliner"} <= set(paths)
+    for path in paths:
+        result = mlbridge(venv, tmp_path, *path.split(), "--help")
+        assert result.returncode == 0, (path, result.stderr)
+        assert result.stdout.startswith(f"usage: {' '.join(['mlbridge', *path.split()])}")
+        assert result.stderr == "", (path, result.stderr)
+    version = mlbridge(venv, tmp_path, "--version")
+    assert version.returncode == 0 and version.stdout.startswith("mlbridge ")
+
+
+def test_models_list_from_the_wheel_on_an_empty_registry(venv, tmp_path):
+    result = mlbridge(venv, tmp_path, "models", "list")
+    assert result.returncode == 0
+    assert result.stdout == ""
+    assert result.stderr == f"no models registered in {tmp_path / 'registry'}\n"
+    assert mlbridge(venv, tmp_path, "models", "list", "--json").stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (("models", "install-builtin", "--no-tfaot"),
+         "this command needs the Python package 'onnx', which is not installed: "
+         "pip install 'mlbridge[export]'"),
+        (("serve", "policies:policy"), "`serve` needs grpcio (pip install 'mlbridge[grpc]')"),
+        (("build",), "cannot find the mlbridge sources"),
+        (("corpus", "info"), "no corpus manifest at"),
+        (("train", "inliner", "-o", "p.json"), "cannot read the corpus in"),
+        (("ir2vec", "vocab", "-o", "v.json"), "no INPUT given and no corpus bitcode"),
+        (("aot", "no-saved-model", "--name", "m"), "no SavedModel at"),
+    ],
+)  # fmt: skip
+def test_a_command_missing_what_it_needs_says_so_in_one_line(venv, tmp_path, args, error):
+    # Only the package's own dependencies are installed: no onnx, no grpcio, no corpus.
+    result = mlbridge(venv, tmp_path, *args)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"mlbridge: error: {error}"), result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_install_builtin_from_the_wheel_registers_the_builtin_models(full_venv, tmp_path):
+    result = mlbridge(full_venv, tmp_path, "models", "install-builtin", "--no-tfaot")
+    assert result.returncode == 0, result.stderr
+    registry = tmp_path / "registry"
+    assert result.stdout.splitlines() == [
+        f"inliner-oz: onnx, task inliner, {registry / 'inliner-oz' / 'inliner-oz.onnx'}",
+        f"phase-order-oz: onnx, task phase-order, "
+        f"{registry / 'phase-order-oz' / 'phase-order-oz.onnx'}",
+    ]
+    listed = json.loads(mlbridge(full_venv, tmp_path, "models", "list", "--json").stdout)
+    assert [m["name"] for m in listed] == ["inliner-oz", "phase-order-oz"]
+    show = mlbridge(full_venv, tmp_path, "models", "show", "inliner-oz", "--verify")
+    assert show.returncode == 0 and "inlining_decision" in show.stdout, show.stderr
+    path = mlbridge(full_venv, tmp_path, "models", "path", "phase-order-oz")
+    assert Path(path.stdout.strip()).is_file()
+    assert mlbridge(full_venv, tmp_path, "models", "remove", "inliner-oz").returncode == 0
+    again = json.loads(mlbridge(full_venv, tmp_path, "models", "list", "--json").stdout)
+    assert [m["name"] for m in again] == ["phase-order-oz"]
