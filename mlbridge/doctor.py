@@ -57,7 +57,7 @@ _EXTRAS = (
     ("grpc", "grpc"),
     ("gym", "gymnasium"),
     ("corpus", "llvmlite"),
-    ("export", "torch"),
+    ("torch", "torch"),
 )
 
 
@@ -437,7 +437,7 @@ def check_corpus() -> Check:
 
 
 def check_python_extras() -> Check:
-    """The optional Python extras (onnx, grpc, gym, corpus, export) are importable."""
+    """The optional Python extras (onnx, grpc, gym, corpus, torch) are importable."""
     missing: dict[str, list[str]] = {}
     for extra, module in _EXTRAS:
         if importlib.util.find_spec(module) is None:
