@@ -7,6 +7,10 @@ the expected and the actual value.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+from typing import Any
+
 __all__ = [
     "CLIError",
     "GrpcError",
@@ -22,6 +26,7 @@ __all__ = [
     "SerDesError",
     "SpecError",
     "TruncatedInputError",
+    "UnknownFeatureError",
     "UnsupportedValueError",
 ]
 
@@ -98,3 +103,36 @@ class GrpcError(MLBridgeError):
 
 class GrpcTimeoutError(GrpcError, TimeoutError):
     """A bounded wait on a gRPC channel ran out: the message names the address and the bound."""
+
+
+class UnknownFeatureError(MLBridgeError, KeyError):
+    """An observation has no feature of the name asked for (``obs["calee_users"]``).
+
+    A ``KeyError``, so that ``except KeyError`` still catches it; the message lists the
+    features there are and the closest name.
+
+    Attributes:
+        name: The name asked for.
+        valid: The observation's feature names, in the compiler's order.
+    """
+
+    def __init__(self, name: object, valid: Iterable[str]) -> None:
+        self.name = name
+        self.valid = tuple(valid)
+        asked = str(name)
+        close = (
+            difflib.get_close_matches(asked, self.valid, n=1)
+            or [v for v in self.valid if v.lower() == asked.lower()][:1]
+        )
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        names = ", ".join(self.valid) if self.valid else "none"
+        super().__init__(
+            f"no feature named {name!r}{hint}; the {len(self.valid)} features are: {names}"
+        )
+
+    def __str__(self) -> str:
+        # KeyError's own str() would show the message quoted, as a key.
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.name, self.valid)

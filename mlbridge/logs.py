@@ -28,13 +28,20 @@ from typing import Any
 
 import numpy as np
 
-from mlbridge.errors import MalformedInputError
+from mlbridge.errors import MalformedInputError, UnknownFeatureError
 from mlbridge.serdes import BytesReader, Context, End, Header, Message, MessageKind, get_serdes
 from mlbridge.serdes.records import Record
 
 __all__ = ["ContextLog", "Step", "TrainingLog", "detect_serdes", "iter_records", "read_log"]
 
 Array = np.ndarray[Any, np.dtype[Any]]
+
+
+class _Features(dict[str, Array]):
+    """Feature name to array; a name it does not hold is an error listing the names."""
+
+    def __missing__(self, name: str) -> Array:
+        raise UnknownFeatureError(name, self)
 
 
 @dataclass
@@ -148,7 +155,7 @@ class TrainingLog:
         if len({h for h in headers.values()}) > 1:
             raise ValueError("the header changes within the log: stack per context instead")
         if not self.contexts:
-            return {}
+            return _Features()
         return _stack_features(self.steps, self.contexts[0].header)
 
     def stacked_advice(self) -> Array | None:
@@ -157,7 +164,7 @@ class TrainingLog:
 
 
 def _stack_features(steps: list[Step], header: Header) -> dict[str, Array]:
-    out: dict[str, Array] = {}
+    out: dict[str, Array] = _Features()
     for spec in header.features:
         values = [s.observation[spec.name] for s in steps]
         if not values:
@@ -254,7 +261,7 @@ def _build(records: Iterable[Record], serdes: str) -> TrainingLog:
             if current is None:
                 current = open_context()
             if record.kind is MessageKind.OBSERVATION:
-                step = Step(record.id, {t.name: t.array for t in record.tensors})
+                step = Step(record.id, _Features((t.name, t.array) for t in record.tensors))
                 current.steps.append(step)
                 by_id[record.id] = step
                 continue

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from mlbridge.errors import UnknownFeatureError
 from mlbridge.tensor import Tensor
 from mlbridge.tensor_spec import TensorSpec
 
@@ -51,6 +52,10 @@ class Observation(dict[str, np.ndarray[Any, np.dtype[Any]]]):
         self.context = context
         self.advice = advice
         self.tensors = tuple(tensors)
+
+    def __missing__(self, name: str) -> np.ndarray[Any, np.dtype[Any]]:
+        """``obs[name]`` for a name the compiler did not send: an error listing the names."""
+        raise UnknownFeatureError(name, self)
 
     def __repr__(self) -> str:
         advice = "" if self.advice is None else f", advice={self.advice.name!r}"

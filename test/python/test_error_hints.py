@@ -18,10 +18,14 @@ from typing import Any
 import grpc
 import numpy as np
 import pytest
+from conftest import LLVM_FIXTURE
 
 from mlbridge.compiler.grpc import PolicyImportError, load_policy, serve, wait_for_ready_file
+from mlbridge.compiler.pipe import Observation as PipeObservation
 from mlbridge.compiler.pipe import drive_compiler
-from mlbridge.errors import PipeClosedError
+from mlbridge.errors import PipeClosedError, UnknownFeatureError
+from mlbridge.logs import iter_records, read_log
+from mlbridge.serdes import Header, Message, MessageKind
 from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2 as pb
 from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2_grpc as pb_grpc
 from mlbridge.serdes._proto.mlbridge.v1 import tensor_pb2
@@ -215,3 +219,46 @@ def test_a_command_without_base_is_named_as_the_cause(tmp_path, small_ir):
         tmp_path,
     )  # fmt: skip
     assert "the command has no {base}, so the compiler was never told the channel" in message
+
+
+# -- a misspelled feature name ----------------------------------------------------------
+
+
+def test_a_misspelled_feature_on_a_pipe_observation_lists_the_valid_names():
+    # The first observation stock opt-22's ML inliner sent (captured bytes).
+    records = list(iter_records(LLVM_FIXTURE))
+    header = next(r for r in records if isinstance(r, Header))
+    message = next(
+        r for r in records if isinstance(r, Message) and r.kind is MessageKind.OBSERVATION
+    )
+    obs = PipeObservation(message, "m", header)
+    with pytest.raises(KeyError) as info:
+        obs["calee_users"]
+    assert isinstance(info.value, UnknownFeatureError)
+    names = [s.name for s in header.features]
+    assert str(info.value) == (
+        "no feature named 'calee_users' (did you mean 'callee_users'?); the "
+        f"{len(names)} features are: {', '.join(names)}"
+    )
+
+
+def test_a_misspelled_feature_in_a_served_policy_reaches_the_compiler_with_the_names():
+    def policy(obs: Any) -> int:
+        return int(obs["X"][0])
+
+    with serve(policy) as server, pytest.raises(grpc.RpcError) as info:
+        call(server.address, observation(3))
+    assert (
+        "the policy raised UnknownFeatureError on observation 0: no feature named 'X' (did you "
+        "mean 'x'?); the 1 features are: x"
+    ) in info.value.details()
+
+
+def test_a_misspelled_feature_in_a_read_log_lists_the_valid_names():
+    log = read_log(LLVM_FIXTURE)
+    names = [s.name for s in log.header.features]
+    for features in (log.steps[0].observation, log.stacked()):
+        with pytest.raises(UnknownFeatureError, match=r"no feature named 'callee_user' \(did "):
+            features["callee_user"]
+        with pytest.raises(KeyError, match=f"the {len(names)} features are: {names[0]}, "):
+            features["callee_user"]
