@@ -265,3 +265,21 @@ def test_install_builtin_from_the_wheel_registers_the_builtin_models(full_venv, 
     assert mlbridge(full_venv, tmp_path, "models", "remove", "inliner-oz").returncode == 0
     again = json.loads(mlbridge(full_venv, tmp_path, "models", "list", "--json").stdout)
     assert [m["name"] for m in again] == ["phase-order-oz"]
+
+
+def test_the_export_extra_does_not_pull_pytorch(wheel):
+    # Exporting numpy or Keras models needs onnx and onnxruntime only; PyTorch (gigabytes
+    # with CUDA) is its own extra.
+    with zipfile.ZipFile(wheel) as z:
+        metadata = z.read("mlbridge-0.1.0.dist-info/METADATA").decode()
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+
+    def extra(name: str) -> list[str]:
+        return sorted(
+            line.split()[1].split(">")[0].split("=")[0].split(";")[0]
+            for line in requires
+            if f'extra == "{name}"' in line
+        )
+
+    assert extra("export") == ["onnx", "onnxruntime"]
+    assert extra("torch") == ["torch"]
