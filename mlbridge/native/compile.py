@@ -117,8 +117,7 @@ def compile_onnx_outputs(
         import onnx
     except ImportError as exc:
         raise NativeCompileError(
-            f"compiling ONNX models needs the onnx package (pip install 'mlbridge[export]'): "
-            f"{exc}"
+            f"compiling ONNX models needs the onnx package (pip install 'mlbridge[export]'): {exc}"
         ) from None
     if not model.is_file():
         raise NativeCompileError(f"{model} does not exist or is not a file")

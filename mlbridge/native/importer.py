@@ -75,9 +75,9 @@ def _mtype(shape: Sequence[int], dtype: str) -> str:
 def _scalar_literal(value: float | int | bool, dtype: str) -> str:
     """An MLIR attribute literal of one element (floats as exact hex bit patterns)."""
     if dtype == "f32":
-        return "0x%08X" % struct.unpack("<I", struct.pack("<f", float(value)))[0]
+        return f"0x{struct.unpack('<I', struct.pack('<f', float(value)))[0]:08X}"
     if dtype == "f64":
-        return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+        return f"0x{struct.unpack('<Q', struct.pack('<d', float(value)))[0]:016X}"
     if dtype == "i1":
         return "true" if value else "false"
     return str(int(value))
@@ -180,6 +180,8 @@ class _Emitter:
     # -- scalar helpers (inside region bodies) --------------------------------------
 
     def const(self, value: float | int | bool, dtype: str) -> str:
+        if dtype == "i1":  # a bool attribute carries its type
+            return self.op(f"arith.constant {_scalar_literal(value, dtype)}")
         return self.op(f"arith.constant {_scalar_literal(value, dtype)} : {dtype}")
 
     def index_const(self, value: int) -> str:
@@ -222,9 +224,7 @@ class _Emitter:
     ) -> list[_Val]:
         """A ``linalg.generic``; ``outs`` are (init ssa, shape, dtype); body yields."""
         dims = ", ".join(f"d{i}" for i in range(len(iterators)))
-        maps = [
-            f"affine_map<({dims}) -> ({', '.join(m)})>" for m in list(in_maps) + list(out_maps)
-        ]
+        maps = [f"affine_map<({dims}) -> ({', '.join(m)})>" for m in list(in_maps) + list(out_maps)]
         its = ", ".join(f'"{it}"' for it in iterators)
         ins_text = ", ".join(v.ssa for v in ins)
         ins_types = ", ".join(_ttype(v.shape, v.dtype) for v in ins)
@@ -590,12 +590,14 @@ class _Translator:
         from onnx import helper
         from onnx.reference import ReferenceEvaluator
 
+        undefined = onnx.TensorProto.UNDEFINED
+        outputs = [n for n in proto.output if n]
         graph = helper.make_graph(
             [proto],
             "fold",
-            [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in inputs],
-            [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in proto.output if n],
-        )  # fmt: skip
+            [helper.make_tensor_value_info(n, undefined, None) for n in inputs],
+            [helper.make_tensor_value_info(n, undefined, None) for n in outputs],
+        )
         model = helper.make_model(graph, opset_imports=list(self.model.opset_import))
         try:
             results = ReferenceEvaluator(model).run(None, {n: self.consts[n] for n in inputs})
@@ -741,8 +743,10 @@ class _Translator:
             if op == "Abs":
                 return _arith(e, "math.absf" if flt else "math.absi", dtype, v)
             if op == "Neg":
-                return _arith(e, "arith.negf", dtype, v) if flt else _arith(
-                    e, "arith.subi", dtype, zero, v
+                return (
+                    _arith(e, "arith.negf", dtype, v)
+                    if flt
+                    else _arith(e, "arith.subi", dtype, zero, v)
                 )
             if op == "Relu":
                 pos = _cmp(e, "Greater", dtype, v, zero)
@@ -1016,12 +1020,18 @@ class _Translator:
         axis = self._axis(node, int(node.attr("axis")), rank)
         dtype = ins[0].dtype
         for v in ins:
-            if v.dtype != dtype or v.rank != rank or any(
-                v.shape[i] != ins[0].shape[i] for i in range(rank) if i != axis
+            if (
+                v.dtype != dtype
+                or v.rank != rank
+                or any(v.shape[i] != ins[0].shape[i] for i in range(rank) if i != axis)
             ):
                 raise node.fail(f"inputs {[x.shape for x in ins]} do not concatenate on {axis}")
         out_shape = list(ins[0].shape)
         out_shape[axis] = sum(v.shape[axis] for v in ins)
+        if math.prod(out_shape[:axis]) != 1:
+            return [self._concat_strided(ins, axis, tuple(out_shape))]
+        # Each input is one contiguous block of the output: an insert_slice each (a
+        # memcpy once bufferized).
         out = e.empty(out_shape, dtype)
         offset = 0
         for v in ins:
@@ -1034,6 +1044,47 @@ class _Translator:
             )
             offset += v.shape[axis]
         return [_Val(out, tuple(out_shape), dtype)]
+
+    def _concat_strided(self, ins: list[_Val], axis: int, out_shape: tuple[int, ...]) -> _Val:
+        """Concat where the inputs are strided blocks of the output, as one generic op.
+
+        The element at ``p`` along ``axis`` reads the input that covers ``p`` (an
+        insert_slice would bufferize to a strided copy that needs MLIR's C runner library).
+        """
+        e = self.e
+        dtype = ins[0].dtype
+        rank = len(out_shape)
+        offsets = [0]
+        for v in ins:
+            offsets.append(offsets[-1] + v.shape[axis])
+        init = e.empty(out_shape, dtype)
+
+        def body(_a: list[str], _o: list[str]) -> list[str]:
+            idx = [e.op(f"linalg.index {i} : index") for i in range(rank)]
+            p = idx[axis]
+            value = ""
+            for k in reversed(range(len(ins))):
+                v = ins[k]
+                local = e.op(f"arith.subi {p}, {e.index_const(offsets[k])} : index")
+                local = e.op(f"arith.maxsi {local}, {e.index_const(0)} : index")
+                local = e.op(f"arith.minsi {local}, {e.index_const(v.shape[axis] - 1)} : index")
+                subs = ", ".join(local if i == axis else idx[i] for i in range(rank))
+                got = e.op(f"tensor.extract {v.ssa}[{subs}] : {_ttype(v.shape, dtype)}")
+                if not value:
+                    value = got
+                    continue
+                below = e.op(f"arith.cmpi slt, {p}, {e.index_const(offsets[k + 1])} : index")
+                value = e.op(f"arith.select {below}, {got}, {value} : {dtype}")
+            return [value]
+
+        return e.generic(
+            [],
+            [],
+            [(init, out_shape, dtype)],
+            [[f"d{i}" for i in range(rank)]],
+            ["parallel"] * rank,
+            body,
+        )[0]
 
     def _index_of(self, idx: str, idx_dtype: str, dim: int) -> str:
         """An ``index`` from an integer tensor element: negative counts back, clamped."""
@@ -1089,9 +1140,7 @@ class _Translator:
             axes = [int(a) for a in node.attrs["axes"]]
         else:
             name = self.optional(node, 1)
-            axes = (
-                [int(a) for a in self.const_of(name, node, "axes").reshape(-1)] if name else None
-            )
+            axes = [int(a) for a in self.const_of(name, node, "axes").reshape(-1)] if name else None
         if not axes:
             if node.attr("noop_with_empty_axes", 0):
                 return None
@@ -1220,8 +1269,10 @@ class _Translator:
     _op_ArgMin = _op_argminmax
 
     def _loops(self, shape: Sequence[int], state: str, state_type: str) -> tuple[list[str], str]:
-        """Open nested ``scf.for`` loops over ``shape`` carrying one tensor; returns the
-        induction variables and the carried value inside the innermost loop."""
+        """Open nested ``scf.for`` loops over ``shape`` carrying one tensor.
+
+        Returns the induction variables and the carried value inside the innermost loop.
+        """
         e = self.e
         c0, c1 = e.index_const(0), e.index_const(1)
         ivs = []

@@ -88,8 +88,7 @@ class NativeModel:
         return tuple(out)
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
-        """Copy ``feeds`` (by input name) into the instance, run it, return copies of
-        every output by name.
+        """Run the instance on ``feeds`` (by input name); copies of the outputs by name.
 
         Raises:
             NativeCompileError: If an input is missing or the run fails.
