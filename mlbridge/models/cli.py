@@ -1,7 +1,7 @@
 """``mlbridge models ...``: list, register, show, locate, remove and check registered models.
 
 The ``models`` entry of :data:`mlbridge.cli.COMMANDS` calls :func:`add_arguments` and
-:func:`run`; errors are raised as :class:`mlbridge.cli.CLIError`.
+:func:`run`; errors are raised as :class:`mlbridge.errors.CLIError`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from typing import Any
 
 import orjson
 
-from mlbridge.cli import CLIError
-from mlbridge.errors import MLBridgeError, SpecError
+from mlbridge.errors import CLIError, MLBridgeError, SpecError
 from mlbridge.models.compat import check_compatible
 from mlbridge.models.registry import RegisteredModel, Registry, default_registry_dir
 from mlbridge.models.specs import MODEL_KINDS
