@@ -54,7 +54,8 @@ DIRECTIVE = re.compile(r"^<!--\s*doc-test:\s*(?P<body>.*?)\s*-->$")
 FENCE = re.compile(r"^(?P<indent> {0,3})```(?P<lang>[A-Za-z0-9_+-]*)\s*$")
 # A non-command block starting like one of these is probably a command in disguise.
 COMMAND_WORDS = re.compile(
-    r"^(\$ )?(mlbridge|opt-22|llc-22|mlir-opt-22|clang-22|make|python3?|\.venv/bin/)(\s|$)"
+    r"^(\$ )?(mlbridge|opt-22|llc-22|mlir-opt-22|clang-22|make|python3?|\.venv/bin/\S*)"
+    r"(\s+[^\s:]+(\s|$)|$)"
 )
 
 
