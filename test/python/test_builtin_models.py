@@ -70,18 +70,21 @@ def test_every_builtin_policy_loads_and_uses_only_inliner_features():
 def test_builtins_are_registered_once_and_fit_the_inline_advisor(tmp_path: Path):
     registry = Registry(tmp_path / "registry")
     first = ensure_builtin_models(registry)
-    names = [n for m in INLINERS for n in (m.name, f"{m.name}-aot")]
-    names += [m.name for m in PHASE_ORDER]
+    names = [n for m in INLINERS for n in (m.name, f"{m.name}-native", f"{m.name}-aot")]
+    names += [n for m in PHASE_ORDER for n in (m.name, f"{m.name}-native")]
     assert [m.name for m in first] == names
-    assert [m.kind for m in first] == ["onnx", "tfaot"] * len(INLINERS) + ["onnx"] * len(
-        PHASE_ORDER
-    )
+    assert [m.kind for m in first] == ["onnx", "native", "tfaot"] * len(INLINERS) + [
+        "onnx",
+        "native",
+    ] * len(PHASE_ORDER)
+    tasks = {m.name: m.task for m in first}
+    assert all(tasks[f"{b.name}-native"] == b.task for b in BUILTIN_MODELS)
     stamp = {m.name: m.registered_at for m in first}
     second = ensure_builtin_models(registry)
     # Built from the same training output: nothing registered again.
     assert {m.name: m.registered_at for m in second} == stamp
     features = [TensorSpec(n, "int64_t", (1,)) for n in INLINER_FEATURES]
-    for model in second[: 2 * len(INLINERS)]:
+    for model in second[: 3 * len(INLINERS)]:
         assert check_compatible(features, model.features) == []
         assert [a.name for a in model.advice] == ["inlining_decision"]
         if model.kind == "onnx":

@@ -560,3 +560,107 @@ int main(void) {
     subprocess.run(["clang-22", str(main), str(lib), "-lm", "-o", str(exe)], check=True)
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["0.5", "1.5", "2.5"]
+
+
+def _builtin_onnx(name: str, out: Path) -> Path:
+    from mlbridge.models.builtin import BUILTIN_MODELS
+    from mlbridge.phase_order.policy import PhasePolicy
+    from mlbridge.train.linear_policy import LinearPolicy
+
+    (model,) = [m for m in BUILTIN_MODELS if m.name == name]
+    if model.task == "phase-order":
+        return PhasePolicy.load(model.policy_path).to_onnx(out)
+    LinearPolicy.load(model.policy_path).to_onnx(out)
+    return out
+
+
+def _feature_sample(spec: Any, rng: np.random.Generator, trial: int) -> np.ndarray[Any, Any]:  # noqa: ANN401
+    dtype = spec.type.numpy_dtype
+    if trial % 4 == 0:  # edge cases: zeros, then extremes
+        return np.zeros(spec.shape, dtype)
+    if trial % 4 == 1:
+        big = 1e6 if spec.type.is_floating else 2**31
+        return rng.choice([-big, -1, 0, 1, big], spec.shape).astype(dtype)
+    if spec.type.is_floating:
+        return (rng.standard_normal(spec.shape) * 10).astype(dtype)
+    return rng.integers(-50, 5000, spec.shape).astype(dtype)
+
+
+@pytest.mark.parametrize("name", ["inliner-oz", "phase-order-oz"])
+def test_builtin_model_native_decisions_equal_onnxruntime(name: str, tmp_path: Path) -> None:
+    onnx_path = _builtin_onnx(name, tmp_path / f"{name}.onnx")
+    so = compile_onnx(onnx_path, tmp_path / f"{name}.so", name=name.replace("-", "_"))
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(11)
+    decisions = set()
+    with NativeModel(so) as native:
+        for trial in range(400):
+            feeds = {s.name: _feature_sample(s, rng, trial) for s in native.inputs}
+            expected = session.run(None, feeds)[0]
+            got = next(iter(native.run(feeds).values()))
+            np.testing.assert_array_equal(got, expected, err_msg=f"{name} trial {trial}")
+            decisions.add(int(got.reshape(-1)[0]))
+    assert len(decisions) > 1  # the inputs reach more than one decision
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "mlbridge", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def test_compile_command_writes_shared_object_and_sidecar(tmp_path: Path) -> None:
+    onnx_path = tmp_path / "policy.onnx"
+    onnx.save(_mlp_case().model(np.random.default_rng(0)), onnx_path)
+    out = tmp_path / "out" / "policy.so"
+    proc = _cli("compile", str(onnx_path), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(out)
+    assert (tmp_path / "out" / "policy.specs.json").is_file()
+    with NativeModel(out) as native:
+        assert [s.name for s in native.outputs] == ["logp", "y"]
+
+
+def test_compile_command_reports_unsupported_operator(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    model = helper.make_model(
+        helper.make_graph([helper.make_node("Erf", ["x"], ["y"], name="erf7")], "g", [x], [y]),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    onnx.save(model, tmp_path / "erf.onnx")
+    proc = _cli("compile", str(tmp_path / "erf.onnx"), "-o", str(tmp_path / "erf.so"))
+    assert proc.returncode == 1
+    assert "operator Erf (node 'erf7')" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_models_register_native_compiles_and_records_task(tmp_path: Path) -> None:
+    onnx_path = _builtin_onnx("inliner-oz", tmp_path / "inliner.onnx")
+    registry = tmp_path / "registry"
+    proc = _cli(
+        "models", "register", "my-inliner", str(onnx_path), "--native", "--registry", str(registry)
+    )
+    assert proc.returncode == 0, proc.stderr
+    from mlbridge.models.registry import Registry
+
+    model = Registry(registry).get("my-inliner")
+    assert model.kind == "native"
+    assert model.task == "inliner"
+    assert model.path.suffix == ".so"
+    assert [a.name for a in model.advice] == ["inlining_decision"]
+    sidecar = orjson_loads(model.path.with_name(model.path.stem + ".specs.json"))
+    assert sidecar["kind"] == "native"
+
+
+def orjson_loads(path: Path) -> Any:  # noqa: ANN401
+    import orjson
+
+    return orjson.loads(path.read_bytes())
