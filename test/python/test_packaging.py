@@ -251,20 +251,25 @@ def test_install_builtin_from_the_wheel_registers_the_builtin_models(full_venv, 
     result = mlbridge(full_venv, tmp_path, "models", "install-builtin", "--no-tfaot")
     assert result.returncode == 0, result.stderr
     registry = tmp_path / "registry"
-    assert result.stdout.splitlines() == [
-        f"inliner-oz: onnx, task inliner, {registry / 'inliner-oz' / 'inliner-oz.onnx'}",
+    # The ONNX forms at least (other forms, e.g. native, come with what is installed).
+    lines = result.stdout.splitlines()
+    assert f"inliner-oz: onnx, task inliner, {registry / 'inliner-oz' / 'inliner-oz.onnx'}" in (
+        lines
+    )
+    assert (
         f"phase-order-oz: onnx, task phase-order, "
-        f"{registry / 'phase-order-oz' / 'phase-order-oz.onnx'}",
-    ]
+        f"{registry / 'phase-order-oz' / 'phase-order-oz.onnx'}"
+    ) in lines
     listed = json.loads(mlbridge(full_venv, tmp_path, "models", "list", "--json").stdout)
-    assert [m["name"] for m in listed] == ["inliner-oz", "phase-order-oz"]
+    names = [m["name"] for m in listed]
+    assert {"inliner-oz", "phase-order-oz"} <= set(names) and len(names) == len(lines)
     show = mlbridge(full_venv, tmp_path, "models", "show", "inliner-oz", "--verify")
     assert show.returncode == 0 and "inlining_decision" in show.stdout, show.stderr
     path = mlbridge(full_venv, tmp_path, "models", "path", "phase-order-oz")
     assert Path(path.stdout.strip()).is_file()
     assert mlbridge(full_venv, tmp_path, "models", "remove", "inliner-oz").returncode == 0
     again = json.loads(mlbridge(full_venv, tmp_path, "models", "list", "--json").stdout)
-    assert [m["name"] for m in again] == ["phase-order-oz"]
+    assert [m["name"] for m in again] == [n for n in names if n != "inliner-oz"]
 
 
 def test_the_export_extra_does_not_pull_pytorch(wheel):
