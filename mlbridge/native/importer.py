@@ -418,7 +418,7 @@ SUPPORTED_OPS: tuple[str, ...] = tuple(
             "Constant", "ConstantOfShape", "Div", "Dropout", "Equal", "Exp", "Expand",
             "Flatten", "Floor", "Gather", "Gemm", "Greater", "GreaterOrEqual", "Identity",
             "LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max",
-            "Min", "Mul", "Neg", "Not", "Or", "Pow", "Reciprocal", "ReduceMax",
+            "Min", "Mod", "Mul", "Neg", "Not", "Or", "Pow", "Reciprocal", "ReduceMax",
             "ReduceMean", "ReduceMin", "ReduceSum", "Relu", "Reshape", "ScatterElements",
             "ScatterND", "Shape", "Sigmoid", "Sign", "Softmax", "Sqrt", "Squeeze", "Sub",
             "Tanh", "Transpose", "Unsqueeze", "Where", "Xor",
@@ -688,6 +688,8 @@ class _Translator:
         op = node.op
         e = self.e
         ins = [self.value(n, node) for n in node.proto.input if n]
+        if op == "Mod":
+            return [self._mod(node, ins)]
         if op in ("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min"):
             for v in ins:
                 self._check_dtype(node, v, "number")
@@ -775,6 +777,35 @@ class _Translator:
         if op in ("LeakyRelu", "Sigmoid", "Reciprocal"):
             self._check_dtype(node, x, "float")
         return [e.elementwise(ins, dtype, unary, node.where)]
+
+    def _mod(self, node: _Node, ins: list[_Val]) -> _Val:
+        """ONNX Mod: fmod=1 is C's fmod (the dividend's sign).
+
+        fmod=0 (integers only) takes the divisor's sign, like Python's %.
+        """
+        e = self.e
+        a, b = ins
+        if a.dtype != b.dtype or a.dtype == "i1":
+            raise node.fail(f"inputs of types {a.dtype} and {b.dtype} are not supported")
+        dtype = a.dtype
+        fmod = bool(node.attr("fmod", 0))
+        if _is_float(dtype) and not fmod:
+            raise node.fail("fmod=0 on floats is not valid ONNX (use fmod=1)")
+
+        def body(v: list[str]) -> str:
+            if fmod:
+                return _arith(e, "arith.remf" if _is_float(dtype) else "arith.remsi", dtype, *v)
+            r = _arith(e, "arith.remsi", dtype, v[0], v[1])
+            zero = e.const(0, dtype)
+            nonzero = e.op(f"arith.cmpi ne, {r}, {zero} : {dtype}")
+            r_neg = e.op(f"arith.cmpi slt, {r}, {zero} : {dtype}")
+            b_neg = e.op(f"arith.cmpi slt, {v[1]}, {zero} : {dtype}")
+            differ = e.op(f"arith.xori {r_neg}, {b_neg} : i1")
+            fix = e.op(f"arith.andi {nonzero}, {differ} : i1")
+            shifted = _arith(e, "arith.addi", dtype, r, v[1])
+            return e.op(f"arith.select {fix}, {shifted}, {r} : {dtype}")
+
+        return e.elementwise(ins, dtype, body, node.where)
 
     def _op_Identity(self, node: _Node) -> list[_Val]:
         return [self.value(node.proto.input[0], node)]

@@ -132,6 +132,17 @@ CASES: list[Case] = [
     _binary("Div", f32(3, 4), pos(3, 4)),
     _binary("Div", ints(3, 4, low=-50, high=50), nonzero_ints(3, 4), "-int64"),
     _binary("Pow", pos(5), f32(5, scale=1.0)),
+    _binary("Mod", ints(3, 4, low=-20, high=20), nonzero_ints(4)),
+    Case("Mod-fmod", [N("Mod", ["a", "b"], fmod=1)], {"a": f32(6), "b": pos(6)}, ["y"]),
+    Case(
+        "Mod-fmod-int32",
+        [N("Mod", ["a", "b"], fmod=1)],
+        {
+            "a": ints(6, low=-20, high=20, dtype=np.int32),
+            "b": ints(6, low=1, high=9, dtype=np.int32),
+        },
+        ["y"],
+    ),
     Case("Max", [N("Max", ["a", "b", "c"])], {"a": f32(3, 4), "b": f32(4), "c": f32(3, 1)}, ["y"]),
     Case("Min", [N("Min", ["a", "b"])], {"a": ints(3, 4), "b": ints(4)}, ["y"]),
     _unary("Relu", edge_f32(4, 5)),
