@@ -10,7 +10,8 @@ The pipeline (docs/native.md):
 4. ``clang-22 -O2`` compiles that IR with the generated C wrapper
    (:mod:`mlbridge.native.wrapper`, mlbridge's AOT C ABI) into ``<name>.so`` exporting
    only ``mlbridge_aot_*`` (needs only libc and libm), or with ``static=True`` into
-   ``lib<name>_native.a`` plus ``<name>_mlbridge.h`` to link into a tool;
+   ``lib<name>_native.a`` plus ``<name>_mlbridge.h`` to link into a tool (the ELF
+   version script and ``--no-undefined`` are those of ``mlbridge aot``);
 5. ``<stem>.specs.json`` beside it describes the model for the registry.
 """
 
@@ -170,7 +171,12 @@ def compile_onnx_outputs(
             header.write_text(render_linked_header(name), encoding="utf-8")
         else:
             script = tmp / "exports.map"
-            script.write_text("{ global: mlbridge_aot_*; local: *; };\n", encoding="utf-8")
+            # As `mlbridge aot` links its models: only the ABI, under the ELF version
+            # MLBRIDGE_AOT_1; an undefined symbol (a helper of MLIR's C runner library
+            # the lowering left in) fails the link, not the load.
+            script.write_text(
+                "MLBRIDGE_AOT_1 { global: mlbridge_aot_*; local: *; };\n", encoding="utf-8"
+            )
             _run(
                 clang,
                 [
@@ -181,6 +187,7 @@ def compile_onnx_outputs(
                     "-DMLBRIDGE_AOT_PREFIX=mlbridge_aot",
                     "-DMLBRIDGE_AOT_EXPORT",
                     f"-Wl,--version-script={script}",
+                    "-Wl,--no-undefined",
                     str(wrapper),
                     str(tmp / "model.ll"),
                     "-lm",

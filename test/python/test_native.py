@@ -22,6 +22,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from mlbridge.aot.abi import ABI_FUNCTIONS
 from mlbridge.native import SUPPORTED_OPS, NativeCompileError, compile_onnx
 from mlbridge.native.runtime import NativeModel
 
@@ -434,11 +435,13 @@ def test_shared_object_needs_only_libc_and_libm(tmp_path: Path) -> None:
 
 def test_shared_object_exports_only_the_abi(tmp_path: Path) -> None:
     _, so = _compile(_mlp_case(), tmp_path)
-    symbols = subprocess.run(
+    lines = subprocess.run(
         ["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True, check=True
-    ).stdout.split()
-    exported = [s for s in symbols[2::3]]
-    assert exported and all(s.startswith("mlbridge_aot_") for s in exported), exported
+    ).stdout.splitlines()
+    # "<address> <type> <name>@@MLBRIDGE_AOT_1"; the version node itself is type A.
+    exported = {line.split()[2] for line in lines if line.split()[1] != "A"}
+    assert {s.split("@@")[0] for s in exported} == {f"mlbridge_aot_{f[0]}" for f in ABI_FUNCTIONS}
+    assert all(s.startswith("mlbridge_aot_") and s.endswith("@@MLBRIDGE_AOT_1") for s in exported)
 
 
 def test_specs_sidecar_lists_inputs_and_outputs(tmp_path: Path) -> None:
