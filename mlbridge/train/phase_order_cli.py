@@ -103,8 +103,7 @@ def add_phase_order_parser(sub: Any) -> argparse.ArgumentParser:
         type=int,
         default=d.episodes_per_module,
         metavar="N",
-        help="sampled episodes per drawn module, at least 2 (default "
-        f"{d.episodes_per_module})",
+        help=f"sampled episodes per drawn module, at least 2 (default {d.episodes_per_module})",
     )
     p.add_argument(
         "--max-steps",
