@@ -456,7 +456,8 @@ class Registry:
             )
         if kind not in ("tfaot", "native") and specs is not None:
             raise RegistryError(
-                "--specs is for TF AOT and native models; other kinds carry their specs in the file"
+                "--specs is for TF AOT models (and native ones, which share their ABI); other "
+                "kinds carry their specs in the file"
             )
         # Read the specs before taking the lock: refusing a bad file needs no lock.
         try:
