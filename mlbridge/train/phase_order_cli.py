@@ -172,6 +172,11 @@ def run_phase_order(args: argparse.Namespace) -> int:
     )
 
     started = time.perf_counter()
+    if args.episodes_per_module < 2:
+        raise CLIError(
+            f"--episodes-per-module must be at least 2 (got {args.episodes_per_module}): each "
+            "episode's baseline is the mean return of the module's other episodes"
+        )
     corpus = Path(args.corpus) if args.corpus else default_corpus_dir()
     try:
         manifest = load_manifest(corpus)

@@ -186,3 +186,13 @@ def test_training_log_lines_give_the_code_size_change_with_one_sign(trained):
     for line in lines[:2]:
         assert re.search(r"code size [+-]\d+\.\d%", line), line
         assert not re.search(r"[+-][+-]\d", line), line
+
+
+def test_cli_refuses_one_episode_per_module_with_a_message(tmp_path, capsys):
+    from mlbridge.cli import main
+
+    status = main(["train", "phase-order", "-o", str(tmp_path), "--episodes-per-module", "1"])
+    assert status == 1
+    err = capsys.readouterr().err
+    assert "--episodes-per-module must be at least 2 (got 1)" in err
+    assert "Traceback" not in err
