@@ -426,6 +426,36 @@ SUPPORTED_OPS: tuple[str, ...] = tuple(
     )
 )  # fmt: skip
 
+# The attributes each operator may carry (every one is honoured); any other is an error.
+_ATTRIBUTES: dict[str, set[str]] = {
+    "ArgMax": {"axis", "keepdims", "select_last_index"},
+    "ArgMin": {"axis", "keepdims", "select_last_index"},
+    "Cast": {"to", "saturate"},  # saturate: float8 only, which is refused
+    "Clip": {"min", "max"},
+    "Concat": {"axis"},
+    "Constant": {"value", "value_float", "value_floats", "value_int", "value_ints"},
+    "ConstantOfShape": {"value"},
+    "Dropout": {"seed", "ratio"},
+    "Flatten": {"axis"},
+    "Gather": {"axis"},
+    "Gemm": {"alpha", "beta", "transA", "transB"},
+    "LeakyRelu": {"alpha"},
+    "LogSoftmax": {"axis"},
+    "Mod": {"fmod"},
+    "ReduceMax": {"axes", "keepdims", "noop_with_empty_axes"},
+    "ReduceMean": {"axes", "keepdims", "noop_with_empty_axes"},
+    "ReduceMin": {"axes", "keepdims", "noop_with_empty_axes"},
+    "ReduceSum": {"axes", "keepdims", "noop_with_empty_axes"},
+    "Reshape": {"allowzero"},
+    "ScatterElements": {"axis", "reduction"},
+    "ScatterND": {"reduction"},
+    "Shape": {"start", "end"},
+    "Softmax": {"axis"},
+    "Squeeze": {"axes"},
+    "Transpose": {"perm"},
+    "Unsqueeze": {"axes"},
+}
+
 _UNARY_FLOAT = {
     "Exp": "math.exp",
     "Log": "math.log",
@@ -622,8 +652,15 @@ class _Translator:
                 "this operator is not supported by native compilation (supported: "
                 f"{', '.join(SUPPORTED_OPS)}); use the ONNX Runtime form of the model"
             )
+        unknown = sorted(set(node.attrs) - _ATTRIBUTES.get(node.op, set()))
+        if unknown:
+            raise node.fail(
+                f"attribute {', '.join(unknown)} is not supported by native compilation"
+            )
         if node.op == "Shape":
             x = self.values.get(proto.input[0])
+            if x is None and proto.input[0] not in self.consts:
+                raise node.fail(f"input '{proto.input[0]}' is not defined before the node")
             shape = x.shape if x is not None else self.consts[proto.input[0]].shape
             start, end = node.attr("start", 0), node.attr("end", None)
             self.consts[proto.output[0]] = np.array(shape[start:end], dtype=np.int64)
