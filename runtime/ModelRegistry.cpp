@@ -39,6 +39,8 @@ std::optional<ModelKind> parseModelKind(StringRef Name) {
     return ModelKind::Onnx;
   if (Name == "tfaot")
     return ModelKind::TFAOT;
+  if (Name == "native")
+    return ModelKind::Native;
   if (Name == "ir2vec-vocab")
     return ModelKind::IR2VecVocab;
   return std::nullopt;
@@ -154,10 +156,14 @@ Expected<RegisteredModel> modelAtPath(StringRef Path) {
   const json::Object *O = Value->getAsObject();
   if (!O)
     return makeError(Where + " is not a JSON object");
-  if (std::optional<StringRef> Kind = O->getString("kind");
-      Kind && *Kind != "tfaot")
-    return makeError(Where + " is for a model of kind '" + *Kind +
-                     "', not 'tfaot'");
+  // `mlbridge compile` writes kind native: the same ABI, another compiler.
+  if (std::optional<StringRef> Kind = O->getString("kind")) {
+    if (*Kind == "native")
+      Model.Kind = ModelKind::Native;
+    else if (*Kind != "tfaot")
+      return makeError(Where + " is for a model of kind '" + *Kind +
+                       "', not 'tfaot' or 'native'");
+  }
   Expected<std::vector<TensorSpec>> Inputs =
       readSpecList(*O, "features", Where);
   if (!Inputs)
@@ -184,6 +190,8 @@ StringRef modelKindName(ModelKind Kind) {
     return "onnx";
   case ModelKind::TFAOT:
     return "tfaot";
+  case ModelKind::Native:
+    return "native";
   case ModelKind::IR2VecVocab:
     return "ir2vec-vocab";
   }
@@ -260,9 +268,19 @@ static Expected<RegisteredModel> parseModelJSON(StringRef Text,
   std::optional<ModelKind> Kind = parseModelKind(*KindName);
   if (!Kind)
     return makeError(Where + ": unknown kind '" + *KindName +
-                     "' (expected onnx or tfaot); an IR2Vec vocabulary is "
-                     "kind ir2vec-vocab");
+                     "' (expected onnx, tfaot or native); an IR2Vec "
+                     "vocabulary is kind ir2vec-vocab");
   Model.Kind = *Kind;
+
+  if (const json::Value *Task = O->get("task")) {
+    // null: registered without a task (a model the registry could not place).
+    if (Task->kind() != json::Value::Null) {
+      std::optional<StringRef> TaskName = Task->getAsString();
+      if (!TaskName)
+        return Missing("task", "string or null");
+      Model.Task = TaskName->str();
+    }
+  }
 
   std::optional<StringRef> File = O->getString("file");
   if (!File)

@@ -34,16 +34,19 @@ namespace mlbridge {
 enum class ModelKind {
   Onnx,  ///< An ONNX model file, for OnnxModelRunner.
   TFAOT, ///< A TF AOT shared object from `mlbridge aot`, for TFAOTModelRunner.
+  /// A shared object `mlbridge compile` built from an ONNX model through MLIR
+  /// (docs/native.md): the same C ABI, loaded by TFAOTModelRunner.
+  Native,
   /// An IR2Vec vocabulary (LLVM's JSON) from `mlbridge ir2vec vocab
   /// --register`, read by mlbridge-phase-order; not a model a runner loads.
   IR2VecVocab,
 };
 
 /// The kinds a model runner loads (findModel()'s default).
-inline constexpr ModelKind RunnableModelKinds[] = {ModelKind::Onnx,
-                                                   ModelKind::TFAOT};
+inline constexpr ModelKind RunnableModelKinds[] = {
+    ModelKind::Onnx, ModelKind::TFAOT, ModelKind::Native};
 
-/// "onnx", "tfaot" or "ir2vec-vocab", as in model.json.
+/// "onnx", "tfaot", "native" or "ir2vec-vocab", as in model.json.
 llvm::StringRef modelKindName(ModelKind Kind);
 
 /// A model found by findModel().
@@ -57,6 +60,11 @@ struct RegisteredModel {
   std::vector<TensorSpec> Inputs;
   /// The model's outputs (its advice); empty when unknown.
   std::vector<TensorSpec> Outputs;
+  /// What the model is for: the pass family it answers ("inliner",
+  /// "phase-order", "regalloc-priority", "mlir-loop-unroll", ...), as
+  /// model.json's "task" records it; empty when unknown (a model given by
+  /// path, or registered before tasks were recorded).
+  std::string Task;
 };
 
 /// The environment variable naming the registry folder.

@@ -10,8 +10,10 @@ using namespace llvm;
 namespace mlbridge::plugins {
 
 RunnerCommandLine::RunnerCommandLine(StringRef Prefix, cl::OptionCategory &Cat,
-                                     const RunnerOptionHelp &Help)
-    : Prefix(Prefix.str()), RunnerName((Prefix + "runner").str()),
+                                     const RunnerOptionHelp &Help,
+                                     StringRef Task)
+    : Task(Task.str()), Prefix(Prefix.str()),
+      RunnerName((Prefix + "runner").str()),
       ChannelName((Prefix + "channel").str()),
       AddressName((Prefix + "address").str()),
       ModelName((Prefix + "model").str()),
@@ -84,6 +86,7 @@ RunnerConfig RunnerCommandLine::config() const {
   C.Timeout = std::chrono::milliseconds(TimeoutMs);
   C.OnFailure = OnFailure;
   C.OptionPrefix = Prefix;
+  C.Task = Task;
   return C;
 }
 

@@ -39,8 +39,11 @@ struct RunnerOptionHelp {
 /// (mlbridge-function-features) and `-mlbridge-inline-` (the inline advisor).
 class RunnerCommandLine {
 public:
+  /// \p Task is the task of the pass family these options configure
+  /// (RunnerConfig::Task); empty for none.
   RunnerCommandLine(llvm::StringRef Prefix, llvm::cl::OptionCategory &Cat,
-                    const RunnerOptionHelp &Help = RunnerOptionHelp());
+                    const RunnerOptionHelp &Help = RunnerOptionHelp(),
+                    llvm::StringRef Task = "");
   RunnerCommandLine(const RunnerCommandLine &) = delete;
   RunnerCommandLine &operator=(const RunnerCommandLine &) = delete;
 
@@ -54,7 +57,7 @@ public:
 
 private:
   // The names first: cl::opt keeps a StringRef to them.
-  std::string Prefix, RunnerName, ChannelName, AddressName, ModelName,
+  std::string Task, Prefix, RunnerName, ChannelName, AddressName, ModelName,
       SerDesName, TimeoutName, FailureName;
   llvm::cl::opt<RunnerKind> Runner;
   llvm::cl::opt<std::string> Channel;

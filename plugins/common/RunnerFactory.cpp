@@ -50,6 +50,39 @@ std::string RunnerConfig::optionName(StringRef Name) const {
   return (OptionDash ? "-" : "") + OptionPrefix + Name.str();
 }
 
+std::string taskModelOption(StringRef Task) {
+  // The pass families of the plugins and their model options (docs/models.md).
+  static constexpr struct {
+    const char *Task, *Option, *Tool;
+  } TaskOptions[] = {
+      {"inliner", "-mlbridge-inline-model", "opt"},
+      {"phase-order", "-mlbridge-phase-order-model", "opt"},
+      {"regalloc-priority", "-mlbridge-llc-priority-model", "llc"},
+      {"mlir-loop-unroll", "mlbridge-loop-unroll{model=...}", "mlir-opt"},
+  };
+  for (const auto &T : TaskOptions)
+    if (Task == T.Task)
+      return std::string(T.Option) + " (" + T.Tool + ")";
+  return "";
+}
+
+/// Refuses a registered model made for another pass family than the one that
+/// asks, in one line, before anything heavy is loaded.
+static Error checkModelTask(const RunnerConfig &Config,
+                            const RegisteredModel &Model) {
+  if (Config.Task.empty() || Model.Task.empty() || Model.Task == Config.Task)
+    return Error::success();
+  std::string Option = taskModelOption(Model.Task);
+  return createStringError(
+      std::make_error_code(std::errc::invalid_argument),
+      "model '" + Config.Model + "' answers task '" + Model.Task + "', not '" +
+          Config.Task + "': " +
+          (Option.empty() ? std::string("no mlbridge pass takes it")
+                          : "give it to " + Option) +
+          "; the models of this pass: mlbridge models list --task " +
+          Config.Task);
+}
+
 static RunnerKind runnerKindOf(ModelKind Kind) {
   return Kind == ModelKind::Onnx ? RunnerKind::Onnx : RunnerKind::TFAOT;
 }
@@ -60,6 +93,8 @@ Expected<RunnerKind> resolveRunnerKind(const RunnerConfig &Config) {
   Expected<RegisteredModel> Model = findModel(Config.Model);
   if (!Model)
     return Model.takeError();
+  if (Error E = checkModelTask(Config, *Model))
+    return std::move(E);
   return runnerKindOf(Model->Kind);
 }
 
@@ -104,6 +139,8 @@ Expected<RegisteredModel> modelFor(const RunnerConfig &Config,
   Expected<RegisteredModel> Model = findModel(Config.Model);
   if (!Model)
     return Model.takeError();
+  if (Error E = checkModelTask(Config, *Model))
+    return std::move(E);
   if (runnerKindOf(Model->Kind) != Kind)
     return invalid("model '" + Config.Model + "' is a " +
                    modelKindName(Model->Kind) + " model, not one for the " +

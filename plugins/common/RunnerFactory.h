@@ -85,6 +85,10 @@ struct RunnerConfig {
   /// MLIR pass options use an empty prefix and no dash (OptionDash false).
   std::string OptionPrefix = "mlbridge-";
   bool OptionDash = true;
+  /// The task of the pass that asks (e.g. "inliner"; see taskModelOption()).
+  /// A registered model of another task is refused before it is loaded, with
+  /// a message naming its task and the option that takes it. Empty: any.
+  std::string Task;
 
   /// The spelling of option \p Name (e.g. "channel") for messages.
   std::string optionName(llvm::StringRef Name) const;
@@ -102,6 +106,10 @@ llvm::Expected<RunnerKind> resolveRunnerKind(const RunnerConfig &Config);
 llvm::Expected<std::unique_ptr<MLModelRunner>>
 createModelRunner(const RunnerConfig &Config, std::vector<TensorSpec> Features,
                   TensorSpec Advice, CallbackModelRunner::Callback Builtin);
+
+/// The option, and the tool that has it, that takes a model of \p Task (e.g.
+/// "-mlbridge-inline-model (opt)"); empty for a task no plugin answers.
+std::string taskModelOption(llvm::StringRef Task);
 
 /// A short description of the runner \p Config names, for diagnostics
 /// (e.g. "pipe runner on '/tmp/ch'", "onnx runner with model 'inliner-oz'").

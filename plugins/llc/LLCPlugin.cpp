@@ -111,7 +111,8 @@ mlbridge::plugins::RunnerCommandLine PriorityRunnerOpts(
      "in-process policy answering LLVM's default priority "
      "(default_priority; default)",
      "one warning naming the cause, then LLVM's default priority for the "
-     "rest of the compilation"});
+     "rest of the compilation"},
+    "regalloc-priority");
 
 cl::opt<mlbridge::passes::PriorityAdviceType> PriorityAdviceTypeOpt(
     "mlbridge-llc-priority-advice-type",

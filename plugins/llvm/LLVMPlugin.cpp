@@ -112,7 +112,8 @@ mlbridge::plugins::RunnerCommandLine InlineRunnerOpts(
      "in-process policy answering LLVM's default heuristic's decision "
      "(inlining_default; default)",
      "one warning naming the cause, then LLVM's default inline advisor for "
-     "the rest of the compilation"});
+     "the rest of the compilation"},
+    "inliner");
 
 cl::opt<bool> InlineIncludeDefault(
     "mlbridge-inline-include-default",
@@ -242,7 +243,8 @@ mlbridge::plugins::RunnerCommandLine PhaseOrderRunnerOpts(
      "the built-in order: every sequence of the action set once, then stop "
      "(default)",
      "one warning naming the cause, the episode stops and the module stays "
-     "as optimised so far"});
+     "as optimised so far"},
+    "phase-order");
 
 cl::opt<std::string> PhaseOrderActionsFile(
     "mlbridge-phase-order-actions",

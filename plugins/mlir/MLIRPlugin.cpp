@@ -30,8 +30,10 @@ using namespace mlbridge::plugins;
 namespace {
 
 /// The RunnerConfig of \p V; the error names the pass option at fault.
-llvm::Expected<RunnerConfig> toConfig(const passes::RunnerOptionValues &V) {
+llvm::Expected<RunnerConfig> toConfig(const passes::RunnerOptionValues &V,
+                                      llvm::StringRef Task) {
   RunnerConfig C;
+  C.Task = Task.str();
   // Messages name MLIR pass options: `channel`, not `-mlbridge-channel`.
   C.OptionPrefix = "";
   C.OptionDash = false;
@@ -61,18 +63,20 @@ llvm::Expected<RunnerConfig> toConfig(const passes::RunnerOptionValues &V) {
   return C;
 }
 
-std::shared_ptr<const passes::RunnerProvider> makeRunnerProvider() {
+/// The runners of the passes of one task (RunnerConfig::Task; empty: any).
+std::shared_ptr<const passes::RunnerProvider>
+makeRunnerProvider(std::string Task) {
   auto P = std::make_shared<passes::RunnerProvider>();
-  P->Check = [](const passes::RunnerOptionValues &V) -> llvm::Error {
-    llvm::Expected<RunnerConfig> C = toConfig(V);
+  P->Check = [Task](const passes::RunnerOptionValues &V) -> llvm::Error {
+    llvm::Expected<RunnerConfig> C = toConfig(V, Task);
     if (!C)
       return C.takeError();
     // Also resolves a registered model name now, before any IR is seen.
     llvm::Expected<RunnerKind> K = resolveRunnerKind(*C);
     return K ? llvm::Error::success() : K.takeError();
   };
-  P->IsSingleSession = [](const passes::RunnerOptionValues &V) {
-    llvm::Expected<RunnerConfig> C = toConfig(V);
+  P->IsSingleSession = [Task](const passes::RunnerOptionValues &V) {
+    llvm::Expected<RunnerConfig> C = toConfig(V, Task);
     if (!C) {
       llvm::consumeError(C.takeError());
       return false;
@@ -84,18 +88,18 @@ std::shared_ptr<const passes::RunnerProvider> makeRunnerProvider() {
     }
     return *K == RunnerKind::Pipe;
   };
-  P->Create = [](const passes::RunnerOptionValues &V,
-                 std::vector<TensorSpec> Features, TensorSpec Advice,
-                 CallbackModelRunner::Callback Builtin)
+  P->Create = [Task](const passes::RunnerOptionValues &V,
+                     std::vector<TensorSpec> Features, TensorSpec Advice,
+                     CallbackModelRunner::Callback Builtin)
       -> llvm::Expected<std::unique_ptr<MLModelRunner>> {
-    llvm::Expected<RunnerConfig> C = toConfig(V);
+    llvm::Expected<RunnerConfig> C = toConfig(V, Task);
     if (!C)
       return C.takeError();
     return createModelRunner(*C, std::move(Features), std::move(Advice),
                              std::move(Builtin));
   };
-  P->Describe = [](const passes::RunnerOptionValues &V) -> std::string {
-    llvm::Expected<RunnerConfig> C = toConfig(V);
+  P->Describe = [Task](const passes::RunnerOptionValues &V) -> std::string {
+    llvm::Expected<RunnerConfig> C = toConfig(V, Task);
     if (!C) {
       llvm::consumeError(C.takeError());
       return "runner '" + V.Runner + "'";
@@ -109,12 +113,11 @@ std::shared_ptr<const passes::RunnerProvider> makeRunnerProvider() {
 
 extern "C" LLVM_ATTRIBUTE_VISIBILITY_DEFAULT ::mlir::PassPluginLibraryInfo
 mlirGetPassPluginInfo() {
-  return {MLIR_PLUGIN_API_VERSION, "MLBridgeMLIRPlugin", MLBRIDGE_VERSION,
-          []() {
-            passes::registerAnnotateLoopsPass();
-            std::shared_ptr<const passes::RunnerProvider> Provider =
-                makeRunnerProvider();
-            passes::registerLoopUnrollPass(Provider);
-            passes::registerRoundTripPass(Provider);
-          }};
+  return {
+      MLIR_PLUGIN_API_VERSION, "MLBridgeMLIRPlugin", MLBRIDGE_VERSION, []() {
+        passes::registerAnnotateLoopsPass();
+        passes::registerLoopUnrollPass(makeRunnerProvider("mlir-loop-unroll"));
+        // The round-trip benchmark's host takes any model.
+        passes::registerRoundTripPass(makeRunnerProvider(""));
+      }};
 }

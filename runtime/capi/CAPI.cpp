@@ -562,6 +562,7 @@ mlbridge_status mlbridge_runner_create_model(
     return createOnnx(Fn, std::move(Specs), std::move(*AdviceSpec),
                       Model->Path.c_str(), 0, Out);
   case ModelKind::TFAOT:
+  case ModelKind::Native: // the same C ABI (docs/native.md)
     return createTFAOT(Fn, std::move(Specs), std::move(*AdviceSpec),
                        Model->Path.c_str(), Out);
   case ModelKind::IR2VecVocab: // findModel() accepts runnable kinds only

@@ -52,13 +52,17 @@ protected:
   }
 
   /// Registers \p Name the way `mlbridge models register` lays it out.
+  /// \p TaskJSON is the "task" member's JSON value; empty: no member.
   void addModel(StringRef Name, StringRef Kind = "onnx",
-                StringRef File = "model.onnx", StringRef Contents = "12345") {
+                StringRef File = "model.onnx", StringRef Contents = "12345",
+                StringRef TaskJSON = "") {
     writeFile(path(Name, File), Contents);
+    std::string Task =
+        TaskJSON.empty() ? "" : (R"("task":)" + TaskJSON + ",").str();
     writeFile(path(Name, "model.json"),
               (R"({"format":1,"name":")" + Name + R"(","kind":")" + Kind +
-               R"(","file":")" + File + R"(","sha256":"00","size":)" +
-               Twine(Contents.size()) +
+               R"(",)" + Task + R"("file":")" + File +
+               R"(","sha256":"00","size":)" + Twine(Contents.size()) +
                R"(,"features":[{"name":"a","type":"int64_t","port":0,)"
                R"("shape":[1]},{"name":"b","type":"float","port":0,)"
                R"("shape":[-1,3]}],"advice":[{"name":"y","type":"float",)"
@@ -72,6 +76,28 @@ protected:
 
   SmallString<128> Root;
 };
+
+TEST_F(ModelRegistryTest, ReadsTheRecordedTask) {
+  addModel("inliner", "onnx", "model.onnx", "12345", R"("inliner")");
+  MLB_ASSERT_VALUE(Model, findModel("inliner", Root));
+  EXPECT_EQ(Model.Task, "inliner");
+}
+
+TEST_F(ModelRegistryTest, ANullOrMissingTaskIsEmpty) {
+  addModel("untagged", "onnx", "model.onnx", "12345", "null");
+  addModel("older");
+  MLB_ASSERT_VALUE(Untagged, findModel("untagged", Root));
+  EXPECT_EQ(Untagged.Task, "");
+  MLB_ASSERT_VALUE(Older, findModel("older", Root));
+  EXPECT_EQ(Older.Task, "");
+}
+
+TEST_F(ModelRegistryTest, ATaskThatIsNotAStringIsAnError) {
+  addModel("bad", "onnx", "model.onnx", "12345", "3");
+  EXPECT_NE(findError("bad").find("'task' is missing or not a string or null"),
+            std::string::npos)
+      << findError("bad");
+}
 
 TEST_F(ModelRegistryTest, FindsARegisteredName) {
   addModel("inliner");
@@ -92,6 +118,26 @@ TEST_F(ModelRegistryTest, FindsATFAOTModelByName) {
   EXPECT_EQ(Model.Kind, ModelKind::TFAOT);
   EXPECT_EQ(modelKindName(Model.Kind), "tfaot");
   EXPECT_EQ(Model.Path, path("evict", "evict.so"));
+}
+
+TEST_F(ModelRegistryTest, FindsANativeModelByNameAndByPath) {
+  // `mlbridge compile` (docs/native.md): kind native in model.json and in the
+  // sidecar; the TF AOT runner loads it.
+  addModel("native-inliner", "native", "inliner.so", ElfSharedObjectHeader);
+  MLB_ASSERT_VALUE(Model, findModel("native-inliner", Root));
+  EXPECT_EQ(Model.Kind, ModelKind::Native);
+  EXPECT_EQ(modelKindName(Model.Kind), "native");
+
+  std::string File = path("compiled", "policy.so");
+  writeFile(File, StringRef(ElfSharedObjectHeader, 18));
+  writeFile(path("compiled", "policy.specs.json"),
+            R"({"name":"policy","kind":"native","features":[{"name":"x",)"
+            R"("type":"float","shape":[2]}],"advice":[{"name":"z",)"
+            R"("type":"int64_t","shape":[1]}]})");
+  MLB_ASSERT_VALUE(ByPath, findModel(File, Root));
+  EXPECT_EQ(ByPath.Kind, ModelKind::Native);
+  EXPECT_EQ(ByPath.Inputs,
+            (std::vector<TensorSpec>{createSpec<float>("x", {2})}));
 }
 
 TEST_F(ModelRegistryTest, TakesAnONNXPathDirectly) {
@@ -179,7 +225,7 @@ TEST_F(ModelRegistryTest, CorruptModelJSONNamesTheFileAndTheProblem) {
        "'kind' is missing or not a string"},
       {R"({"name":"m","kind":"pytorch","file":"model.onnx","features":[],)"
        R"("advice":[]})",
-       "unknown kind 'pytorch' (expected onnx or tfaot)"},
+       "unknown kind 'pytorch' (expected onnx, tfaot or native)"},
       {R"({"name":"other","kind":"onnx","file":"model.onnx","features":[],)"
        R"("advice":[]})",
        "names the model 'other', not 'm'"},

@@ -106,7 +106,7 @@ int main(int Argc, char **Argv) {
 
   // Every kind the registry keeps, IR2Vec vocabularies included.
   const ModelKind AllKinds[] = {ModelKind::Onnx, ModelKind::TFAOT,
-                                ModelKind::IR2VecVocab};
+                                ModelKind::Native, ModelKind::IR2VecVocab};
   Expected<RegisteredModel> Model = findModel(NameOrPath, Registry, AllKinds);
   for (unsigned I = 1; Model && I < Repeat; ++I)
     Model = findModel(NameOrPath, Registry, AllKinds);

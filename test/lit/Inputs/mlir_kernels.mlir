@@ -1,6 +1,6 @@
 // Kernels of the mlbridge-loop-unroll tests. Every function takes %n: index
 // (a dynamic trip count where used) and returns an i64 result, so that a C
-// driver can call it after lowering (mlbridge.mlir.lowering) and the results
+// driver can call it after lowering (test/python/support/mlir_lowering.py) and the results
 // before and after unrolling can be compared.
 
 // Constant trip counts 64 (a store loop, then a reduction over iter_args):
