@@ -273,9 +273,11 @@ def plot(rows: Sequence[CompileStats], path: Path) -> None:
         for i, changes in enumerate(data):
             ax.scatter(changes, [i] * len(changes), s=8, alpha=0.5)
         ax.axvline(0, color="grey", linewidth=0.8)
-        ax.set_title(f"{title}: change per module vs {base.name} (%)")
-        ax.set_xlabel("% (negative: smaller than stock)")
+        ax.set_title(title)
+        ax.set_xlabel("change per module, % (negative: smaller)")
     axes[0].set_yticks(range(len(others)), [r.name for r in others])
+    axes[0].invert_yaxis()  # the table's order, top to bottom
+    fig.suptitle(f"Code size per module against {base.name}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -378,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         corpus = args.corpus or default_corpus_dir()
         manifest = load_manifest(corpus)
-        entries = manifest.ok_modules(split=args.split)
+        entries = list(manifest.ok_modules(split=args.split))
         if not entries:
             raise DemoError(f"the corpus {corpus} has no {args.split} modules; run 'make setup'")
         projects = sorted({m.project for m in entries})
