@@ -952,8 +952,13 @@ class _Translator:
         flt = _is_float(dtype)
 
         def body(x: list[str], o: list[str]) -> list[str]:
-            p = _arith(e, "arith.mulf" if flt else "arith.muli", dtype, x[0], x[1])
-            return [_arith(e, "arith.addf" if flt else "arith.addi", dtype, o[0], p)]
+            if not flt:
+                p = _arith(e, "arith.muli", dtype, x[0], x[1])
+                return [_arith(e, "arith.addi", dtype, o[0], p)]
+            # The sum may be reassociated (as ONNX Runtime's and XLA's kernels do): LLVM
+            # then vectorizes the dot products.
+            p = e.op(f"arith.mulf {x[0]}, {x[1]} fastmath<reassoc,contract> : {dtype}")
+            return [e.op(f"arith.addf {o[0]}, {p} fastmath<reassoc,contract> : {dtype}")]
 
         res = e.generic(
             [a, b],
