@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import built
+from conftest import build_dir, built
 
 from mlbridge.demo import (
     Configuration,
@@ -112,7 +112,7 @@ def test_demo_smoke_two_modules_prints_the_table_and_writes_the_plot(tmp_path: P
     """`make demo` itself, on two held-out modules: one row per shipped model, each used."""
     out = tmp_path / "demo"
     proc = subprocess.run(
-        [sys.executable, "-m", "mlbridge.demo", "--build-dir", str(built("")), "--modules", "2",
+        [sys.executable, "-m", "mlbridge.demo", "--build-dir", str(build_dir()), "--modules", "2",
          "--out", str(out)],
         capture_output=True, text=True, timeout=900, cwd=ROOT,
     )  # fmt: skip
