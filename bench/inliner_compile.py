@@ -14,7 +14,9 @@ configuration's total is the sum over modules:
   also counts how often the policy agrees with LLVM's own decision (``inlining_default``);
 - a model that never inlines (ONNX), the lower bar for size;
 - the same policy compiled ahead of time by TensorFlow (``mlbridge aot``, loaded by the
-  TF AOT runner from its shared object); ``--no-tfaot`` leaves it out.
+  TF AOT runner from its shared object); ``--no-tfaot`` leaves it out;
+- the same ONNX model compiled to native code through MLIR (``mlbridge compile``,
+  docs/native.md), loaded by the TF AOT runner.
 
 Besides wall time, the ``opt`` process's CPU time (user + system, from ``getrusage`` of
 the children) is recorded: on a shared machine it is the steadier measure of the compiler's
@@ -218,6 +220,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 target=TARGET_IN_PROCESS,
             ),
         ]
+        from mlbridge.native import compile_onnx
+
+        native = compile_onnx(
+            onnx_model, Path(tmp) / "native" / "inliner.so", name=builtin.name.replace("-", "_")
+        )
+        configs.append(
+            Config(
+                f"ML advisor, native MLIR ({builtin.name})",
+                [*ml, f"-mlbridge-inline-model={native}"],
+                target=TARGET_IN_PROCESS,
+            )
+        )
         if not args.no_tfaot:
             aot = policy.to_tfaot(Path(tmp) / "aot", name=builtin.name.replace("-", "_"))
             configs.append(
