@@ -30,7 +30,7 @@ def test_smoke_mode_runs_every_configuration_and_runners_agree(tmp_path: Path):
     names = [c["name"] for c in result["configurations"]]
     assert names[0] == "stock opt-22"
     assert any("ONNX Runtime" in n for n in names) and any("pipe" in n for n in names)
-    assert any("TF AOT" in n for n in names)
+    assert any("TF AOT" in n for n in names) and any("native MLIR" in n for n in names)
     for c in result["configurations"]:
         assert len(c["seconds"]) == 2 and c["text_bytes"] > 0
     assert "| stock opt-22 |" in proc.stdout
