@@ -52,10 +52,10 @@ from pathlib import Path
 from typing import Any
 
 from mlbridge.compiler.pipe import drive_compiler
+from mlbridge.inliner.policy import LinearPolicy
 from mlbridge.llvm import find_llvm_tool, object_sizes
-from mlbridge.models.builtin import builtin_model
 from mlbridge.paths import plugin_path
-from mlbridge.train.linear_policy import LinearPolicy
+from mlbridge.problems import builtin_model
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The issue's targets (reported, never asserted).

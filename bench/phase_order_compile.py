@@ -46,7 +46,6 @@ import numpy as np
 
 from mlbridge.compiler.pipe import Observation, drive_compiler
 from mlbridge.llvm import find_llvm_tool
-from mlbridge.models.builtin import builtin_model
 from mlbridge.phase_order import (
     ACTION_COUNT,
     ACTION_HISTORY,
@@ -56,6 +55,7 @@ from mlbridge.phase_order import (
     run_tool,
     text_size,
 )
+from mlbridge.problems import builtin_model
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The POSET-RL paper's speed-up of in-process phase ordering (reported, never asserted).

@@ -297,6 +297,14 @@ def _lazy(
     return add_arguments, run
 
 
+def _run_models(args: argparse.Namespace) -> int:
+    # The registry's command knows no problem: the built-in models come from here.
+    from mlbridge.models import cli as models_cli
+    from mlbridge.problems import builtin_models
+
+    return models_cli.run(args, builtin_models=builtin_models)
+
+
 def _lazy_command(name: str, module: str, help: str, description: str) -> Command:
     add_arguments, run = _lazy(module)
     return Command(name, help, description, add_arguments, run)
@@ -336,15 +344,16 @@ COMMANDS: list[Command] = [
         add_arguments=_add_serve_arguments,
         run=_run_serve,
     ),
-    _lazy_command(
+    Command(
         "models",
-        "mlbridge.models.cli",
         help="list, register, show, locate, remove and check registered models",
         description=(
             "The model registry (docs/models.md): ONNX models and TF AOT shared objects "
             "kept under a name with their tensor specs, so that a plugin option can name "
             "a model instead of a path."
         ),
+        add_arguments=_lazy("mlbridge.models.cli")[0],
+        run=_run_models,
     ),
     _lazy_command(
         "aot",
@@ -394,11 +403,13 @@ COMMANDS: list[Command] = [
     ),
     _lazy_command(
         "train",
-        "mlbridge.train.cli",
+        "mlbridge.problems",
         help="train a pass's policy on the corpus (inliner: code size against stock -Oz)",
         description=(
             "Train the policies mlbridge's passes ship with, against the real compiler: "
-            "'mlbridge train inliner' (docs/inliner.md)."
+            "'mlbridge train inliner' (docs/inliner.md) and 'mlbridge train phase-order' "
+            "(docs/phase-order-training.md). Each problem's package (mlbridge.inliner, "
+            "mlbridge.phase_order) holds its trainer; mlbridge.problems lists them."
         ),
     ),
     _lazy_command(

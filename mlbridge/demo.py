@@ -333,6 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from mlbridge.corpus import default_corpus_dir, load_manifest
     from mlbridge.models.builtin import ensure_builtin_models
     from mlbridge.paths import default_build_dir, find_source_dir, plugin_path
+    from mlbridge.problems import builtin_models
 
     p = argparse.ArgumentParser(
         prog="mlbridge-demo",
@@ -390,7 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plugin = plugin_path("llvm", args.build_dir)
         if not plugin.is_file():
             raise DemoError(f"the opt plugin is not built: {plugin} (run 'make build')")
-        models = ensure_builtin_models(log=False)
+        models = ensure_builtin_models(builtin_models(), log=False)
         configs = configurations(plugin, models)
         print(
             f"mlbridge demo: {len(modules)} {args.split} modules of {', '.join(projects)}, "

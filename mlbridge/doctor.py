@@ -350,7 +350,7 @@ def _registry_models() -> tuple[Registry, list[RegisteredModel], str | None]:
 
 def check_builtin_models() -> Check:
     """The built-in models are registered, each with the task it answers."""
-    from mlbridge.models.builtin import BUILTIN_MODELS
+    from mlbridge.problems import builtin_models
 
     name = "built-in models"
     fix = "mlbridge models install-builtin"
@@ -359,7 +359,7 @@ def check_builtin_models() -> Check:
         return Check(name, False, f"registry {registry.root}: {error}", fix)
     by_name = {m.name: m for m in models}
     problems, found = [], []
-    for builtin in BUILTIN_MODELS:
+    for builtin in builtin_models():
         model = by_name.get(builtin.name)
         if model is None:
             problems.append(f"{builtin.name} is not registered")

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from mlbridge.errors import CLIError, MLBridgeError, SpecError
+from mlbridge.models.builtin import BuiltinModel
 from mlbridge.models.compat import check_compatible
 from mlbridge.models.registry import RegisteredModel, Registry, default_registry_dir
 from mlbridge.models.specs import MODEL_KINDS
@@ -101,14 +103,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     q = sub.add_parser(
         "install-builtin",
-        help="register the models mlbridge ships with (inliner-oz, inliner-oz-aot, phase-order-oz)",
-        description="Build the built-in models from their training output "
-        "(mlbridge/models/builtin/) and register them: NAME as ONNX, and for the inliner "
+        help="register the models mlbridge ships with (inliner-oz, phase-order-oz and "
+        "their native and TF AOT forms)",
+        description="Build the built-in models from their training output (kept in each "
+        "problem's package, e.g. mlbridge/inliner/models/) and register them: NAME as "
+        "ONNX, NAME-native compiled through MLIR (mlbridge compile), and for the inliner "
         "also NAME-aot compiled ahead of time by TensorFlow (needs the TensorFlow "
         "environment; --no-tfaot skips it). Models built from the same training output "
         "are kept.",
     )
-    q.add_argument("--no-tfaot", action="store_true", help="only the ONNX forms")
+    q.add_argument(
+        "--no-tfaot", action="store_true", help="leave out the TF AOT forms (no TensorFlow)"
+    )
     _add_registry_argument(q)
 
     q = sub.add_parser(
@@ -315,11 +321,20 @@ def _run_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_install_builtin(args: argparse.Namespace) -> int:
+def _run_install_builtin(
+    args: argparse.Namespace, builtin_models: Callable[[], Sequence[BuiltinModel]] | None
+) -> int:
     from mlbridge.models.builtin import ensure_builtin_models
 
+    if builtin_models is None:
+        raise CLIError(
+            "install-builtin needs the list of built-in models: call "
+            "mlbridge.models.cli.run(args, builtin_models=mlbridge.problems.builtin_models)"
+        )
     registry = _registry(args)
-    for model in ensure_builtin_models(registry, tfaot=not args.no_tfaot, log=True):
+    for model in ensure_builtin_models(
+        builtin_models(), registry, tfaot=not args.no_tfaot, log=True
+    ):
         print(f"{model.name}: {model.kind}, task {model.task}, {model.path}")
     return 0
 
@@ -331,13 +346,24 @@ _RUNNERS = {
     "show": _run_show,
     "remove": _run_remove,
     "check": _run_check,
-    "install-builtin": _run_install_builtin,
 }
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the ``models`` subcommand named by ``args.models_command``."""
+def run(
+    args: argparse.Namespace,
+    *,
+    builtin_models: Callable[[], Sequence[BuiltinModel]] | None = None,
+) -> int:
+    """Run the ``models`` subcommand named by ``args.models_command``.
+
+    Args:
+        args: The parsed command line.
+        builtin_models: The models ``install-builtin`` registers; the command line passes
+            :func:`mlbridge.problems.builtin_models` (this generic layer knows no problem).
+    """
     try:
+        if args.models_command == "install-builtin":
+            return _run_install_builtin(args, builtin_models)
         return _RUNNERS[args.models_command](args)
     except MLBridgeError as e:
         raise CLIError(str(e)) from None

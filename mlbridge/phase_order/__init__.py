@@ -6,7 +6,7 @@
   PyTorch; imported on demand);
 * :mod:`mlbridge.phase_order.env`: the Gymnasium environment (needs the ``gym`` extra;
   imported on demand);
-* :mod:`mlbridge.train.phase_order`: training (``mlbridge train phase-order``) and the
+* :mod:`mlbridge.phase_order.trainer`: training (``mlbridge train phase-order``) and the
   held-out evaluation.
 
 See docs/phase-order.md (the pass) and docs/phase-order-training.md (training).

@@ -7,10 +7,13 @@ from pathlib import Path
 import onnxruntime as ort
 import pytest
 
+from mlbridge.inliner.policy import LinearPolicy
 from mlbridge.models import Registry, check_compatible
-from mlbridge.models.builtin import BUILTIN_MODELS, ensure_builtin_models
+from mlbridge.models.builtin import ensure_builtin_models
+from mlbridge.problems import builtin_models
 from mlbridge.tensor_spec import TensorSpec
-from mlbridge.train.linear_policy import LinearPolicy
+
+BUILTIN_MODELS = builtin_models()
 
 # LLVM 22's ML inliner features (as the mlbridge inline advisor and stock opt send them).
 INLINER_FEATURES = [
@@ -69,7 +72,7 @@ def test_every_builtin_policy_loads_and_uses_only_inliner_features():
 
 def test_builtins_are_registered_once_and_fit_the_inline_advisor(tmp_path: Path):
     registry = Registry(tmp_path / "registry")
-    first = ensure_builtin_models(registry)
+    first = ensure_builtin_models(BUILTIN_MODELS, registry)
     names = [n for m in INLINERS for n in (m.name, f"{m.name}-native", f"{m.name}-aot")]
     names += [n for m in PHASE_ORDER for n in (m.name, f"{m.name}-native")]
     assert [m.name for m in first] == names
@@ -80,7 +83,7 @@ def test_builtins_are_registered_once_and_fit_the_inline_advisor(tmp_path: Path)
     tasks = {m.name: m.task for m in first}
     assert all(tasks[f"{b.name}-native"] == b.task for b in BUILTIN_MODELS)
     stamp = {m.name: m.registered_at for m in first}
-    second = ensure_builtin_models(registry)
+    second = ensure_builtin_models(BUILTIN_MODELS, registry)
     # Built from the same training output: nothing registered again.
     assert {m.name: m.registered_at for m in second} == stamp
     features = [TensorSpec(n, "int64_t", (1,)) for n in INLINER_FEATURES]
@@ -107,7 +110,7 @@ def test_the_phase_order_agent_fits_the_pass_interface(tmp_path: Path):
         TensorSpec("action_history", "float", (n,)),
     ]
     registry = Registry(tmp_path / "registry")
-    ensure_builtin_models(registry, tfaot=False)
+    ensure_builtin_models(BUILTIN_MODELS, registry, tfaot=False)
     model = registry.get(builtin.name)
     assert model.kind == "onnx"
     assert check_compatible(pass_features, model.features) == []
@@ -115,8 +118,8 @@ def test_the_phase_order_agent_fits_the_pass_interface(tmp_path: Path):
 
 
 def test_the_builtin_model_of_a_task_is_found_by_task_not_position():
-    from mlbridge.models.builtin import builtin_model
     from mlbridge.models.registry import RegistryError
+    from mlbridge.problems import builtin_model
 
     assert builtin_model("inliner").name == "inliner-oz"
     assert builtin_model("phase-order").name == "phase-order-oz"

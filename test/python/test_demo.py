@@ -20,9 +20,12 @@ from mlbridge.demo import (
     run_demo,
     table,
 )
+from mlbridge.inliner.policy import LinearPolicy
 from mlbridge.models import Registry
-from mlbridge.models.builtin import BUILTIN_MODELS, ensure_builtin_models
-from mlbridge.train.linear_policy import LinearPolicy
+from mlbridge.models.builtin import ensure_builtin_models
+from mlbridge.problems import builtin_models
+
+BUILTIN_MODELS = builtin_models()
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,7 +91,7 @@ def test_a_model_its_pass_never_asks_is_an_error(plugin: Path, sample_bc: Path, 
 
 
 def test_each_builtin_model_goes_to_the_pass_of_its_task(plugin: Path, tmp_path: Path):
-    models = ensure_builtin_models(Registry(tmp_path / "registry"), tfaot=False)
+    models = ensure_builtin_models(BUILTIN_MODELS, Registry(tmp_path / "registry"), tfaot=False)
     configs = configurations(plugin, models)
     assert configs[0].model is None
     by_model = {c.model: c for c in configs[1:]}
@@ -125,7 +128,7 @@ def test_demo_smoke_two_modules_prints_the_table_and_writes_the_plot(tmp_path: P
     ]  # fmt: skip
     body = [[c.strip() for c in r.strip("|").split("|")] for r in rows[2:]]
     assert body[0][0] == "stock opt-22 -Oz" and body[0][8] == "-"
-    registered = {m.name for m in ensure_builtin_models(tfaot=True)}
+    registered = {m.name for m in ensure_builtin_models(BUILTIN_MODELS, tfaot=True)}
     named = {re.search(r"'([^']+)'$", r[0]).group(1) for r in body[1:]}
     assert named == registered  # every shipped model, inliner ones in both in-process forms
     for row in body:

@@ -10,7 +10,10 @@ from conftest import build_dir
 
 from mlbridge.cli import main
 from mlbridge.models import Registry
-from mlbridge.models.builtin import BUILTIN_MODELS, ensure_builtin_models
+from mlbridge.models.builtin import ensure_builtin_models
+from mlbridge.problems import builtin_models
+
+BUILTIN_MODELS = builtin_models()
 
 CHECKS = {
     "LLVM 22 tools",
@@ -29,7 +32,7 @@ CHECKS = {
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A registry holding the built-in models (their ONNX forms)."""
     root = tmp_path_factory.mktemp("doctor-registry")
-    ensure_builtin_models(Registry(root), tfaot=False)
+    ensure_builtin_models(BUILTIN_MODELS, Registry(root), tfaot=False)
     return root
 
 

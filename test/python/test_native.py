@@ -577,11 +577,11 @@ int main(void) {
 
 
 def _builtin_onnx(name: str, out: Path) -> Path:
-    from mlbridge.models.builtin import BUILTIN_MODELS
+    from mlbridge.inliner.policy import LinearPolicy
     from mlbridge.phase_order.policy import PhasePolicy
-    from mlbridge.train.linear_policy import LinearPolicy
+    from mlbridge.problems import builtin_models
 
-    (model,) = [m for m in BUILTIN_MODELS if m.name == name]
+    (model,) = [m for m in builtin_models() if m.name == name]
     if model.task == "phase-order":
         return PhasePolicy.load(model.policy_path).to_onnx(out)
     LinearPolicy.load(model.policy_path).to_onnx(out)

@@ -197,7 +197,7 @@ def test_wheel_holds_every_data_file_the_package_reads(wheel):
         for p in package.rglob("*")
         if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
     )
-    assert "mlbridge/models/builtin/inliner-oz.json" in data
+    assert "mlbridge/inliner/models/inliner-oz.json" in data
     assert [name for name in data if name not in names] == []
 
 

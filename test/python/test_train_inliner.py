@@ -8,8 +8,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from mlbridge.train.inliner import ESConfig, evaluate_policy, stock_text_size, train_inliner
-from mlbridge.train.linear_policy import DEFAULT_FEATURE, LinearPolicy, signed_log
+from mlbridge.inliner.policy import DEFAULT_FEATURE, LinearPolicy, signed_log
+from mlbridge.inliner.trainer import ESConfig, evaluate_policy, stock_text_size, train_inliner
 
 FEATURES = ["callee_basic_block_count", "cost_estimate", "callsite_height", DEFAULT_FEATURE]
 

@@ -11,7 +11,7 @@ from mlbridge.errors import MLBridgeError
 from mlbridge.phase_order import parse_trace, phase_order_command, run_tool, text_size
 from mlbridge.phase_order.env import PhaseOrderEnv
 from mlbridge.phase_order.policy import PhasePolicy
-from mlbridge.train.phase_order import (
+from mlbridge.phase_order.trainer import (
     PGConfig,
     agreement,
     evaluate_heldout,
@@ -62,7 +62,7 @@ def test_warm_start_one_iteration_and_validation_report(trained):
 
 
 def test_parse_teacher():
-    from mlbridge.train.phase_order import parse_teacher
+    from mlbridge.phase_order.trainer import parse_teacher
 
     assert parse_teacher("0-2,5, 7-7", 15) == [0, 1, 2, 5, 7]
     assert parse_teacher("", 15) == []
@@ -172,7 +172,7 @@ def test_cli_has_the_phase_order_problem():
 
 
 def test_size_change_text_has_one_sign():
-    from mlbridge.train.phase_order import size_change_text
+    from mlbridge.phase_order.trainer import size_change_text
 
     assert size_change_text(0.124) == "-12.4%"  # 12.4 % of the code removed
     assert size_change_text(-0.124) == "+12.4%"  # the code grew

@@ -1,4 +1,4 @@
-"""Writes a linear inlining policy (mlbridge.train.linear_policy) as an ONNX model.
+"""Writes a linear inlining policy (mlbridge.inliner.policy) as an ONNX model.
 
     make_linear_inline_model.py OUT.onnx NAME=WEIGHT... [--bias B]
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from mlbridge.train.linear_policy import LinearPolicy
+from mlbridge.inliner.policy import LinearPolicy
 
 p = argparse.ArgumentParser()
 p.add_argument("out")

@@ -1,4 +1,4 @@
-"""Compiles a linear inlining policy (mlbridge.train.linear_policy) with ``mlbridge aot``.
+"""Compiles a linear inlining policy (mlbridge.inliner.policy) with ``mlbridge aot``.
 
     make_linear_inline_tfaot.py OUT_DIR NAME FEATURE=WEIGHT... [--bias B]
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from mlbridge.train.linear_policy import LinearPolicy
+from mlbridge.inliner.policy import LinearPolicy
 
 p = argparse.ArgumentParser()
 p.add_argument("out_dir")

@@ -1,6 +1,6 @@
 """A linear inlining policy over LLVM's inliner features, and its export to ONNX.
 
-The policy is the model the trainer (:mod:`mlbridge.train.inliner`) optimises and the
+The policy is the model the trainer (:mod:`mlbridge.inliner.trainer`) optimises and the
 built-in default model ships as: ``logit = w . phi(x) + b``, inline iff ``logit > 0``,
 where ``phi`` is the signed logarithm ``sign(x) * log(1 + |x|)`` of each int64 feature
 (counts and costs span six orders of magnitude; the logarithm puts them on one scale).
@@ -234,7 +234,7 @@ class LinearPolicy:
         from mlbridge.aot.compile import compile_saved_model
         from mlbridge.aot.tfenv import run_tf_script
 
-        script = Path(__file__).resolve().parents[1] / "aot" / "_tf_linear_policy.py"
+        script = Path(__file__).resolve().parent / "_tf_linear_policy.py"
         with tempfile.TemporaryDirectory(prefix="mlbridge-policy-") as tmp:
             policy_json = Path(tmp) / "policy.json"
             self.save(policy_json)

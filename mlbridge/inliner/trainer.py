@@ -1,7 +1,7 @@
 """Training an inlining-for-size policy with evolution strategies, against a real ``opt``.
 
 Each evaluation compiles one module with ``opt-22 -passes='default<Oz>'`` while a
-:class:`~mlbridge.train.linear_policy.LinearPolicy` answers every inlining decision over
+:class:`~mlbridge.inliner.policy.LinearPolicy` answers every inlining decision over
 the pipe (LLVM's interactive protocol, :func:`mlbridge.compiler.pipe.drive_compiler`),
 then ``llc-22`` makes an object file and its ``.text`` size is the measure. The reward
 of a module is its relative size saving against stock ``opt-22 -passes='default<Oz>'``
@@ -33,9 +33,9 @@ import numpy as np
 
 from mlbridge.compiler.pipe import DriveResult, Observation, drive_compiler
 from mlbridge.errors import MLBridgeError
+from mlbridge.inliner.policy import LinearPolicy
 from mlbridge.llvm import LLVMToolError, find_llvm_tool, object_sizes
 from mlbridge.progress import track
-from mlbridge.train.linear_policy import LinearPolicy
 
 __all__ = [
     "ESConfig",
@@ -240,7 +240,7 @@ def train_inliner(
                 f"(best {best_score * 100:+.3f}%), {time.monotonic() - started:.0f} s"
             )
         best.metadata = {
-            "trainer": "mlbridge.train.inliner (antithetic evolution strategies)",
+            "trainer": "mlbridge.inliner.trainer (antithetic evolution strategies)",
             "modules": len(modules),
             "iterations": config.iterations,
             "pairs": config.pairs,

@@ -1,19 +1,19 @@
-"""``mlbridge train``: train the policies the mlbridge passes ship with."""
+"""``mlbridge train inliner``: train an inlining-for-size policy on the corpus."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from mlbridge.errors import MLBridgeError
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_train_parser", "run_train"]
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Adds the ``train`` subcommands to ``p``."""
-    sub = p.add_subparsers(dest="problem", metavar="PROBLEM", required=True)
+def add_train_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401
+    """Adds the ``inliner`` subcommand to the ``train`` subparsers ``sub``."""
     inl = sub.add_parser(
         "inliner",
         help="an inlining-for-size policy (linear, evolution strategies) on the corpus",
@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "size: every evaluation compiles a corpus module with opt-22 -passes='default<Oz>' "
             "while the policy answers each inlining decision over the pipe, and measures "
             "the .text size llc-22 makes of it, against stock -Oz. Writes the policy as "
-            "JSON (mlbridge.train.linear_policy) and, with --onnx, as an ONNX model."
+            "JSON (mlbridge.inliner.policy) and, with --onnx, as an ONNX model."
         ),
     )
     inl.add_argument("--corpus", metavar="DIR", help="corpus folder (default: the built one)")
@@ -80,25 +80,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--output", "-o", required=True, metavar="FILE", help="where to write the policy JSON"
     )
     inl.add_argument("--onnx", metavar="FILE", help="also write the policy as an ONNX model")
-    # --- phase-order (helper potrain): mlbridge.train.phase_order_cli ---
-    from mlbridge.train.phase_order_cli import add_phase_order_parser
-
-    add_phase_order_parser(sub)
-    # --- end phase-order ---
+    return inl
 
 
-def run(args: argparse.Namespace) -> int:
-    """Runs ``mlbridge train``."""
-    # --- phase-order (helper potrain) ---
-    if args.problem == "phase-order":
-        from mlbridge.train.phase_order_cli import run_phase_order
-
-        return run_phase_order(args)
-    # --- end phase-order ---
+def run_train(args: argparse.Namespace) -> int:
+    """Runs ``mlbridge train inliner``."""
     from mlbridge.corpus import default_corpus_dir, load_manifest
     from mlbridge.errors import CLIError
-    from mlbridge.train.inliner import ESConfig, default_jobs, describe, train_inliner
-    from mlbridge.train.linear_policy import LinearPolicy
+    from mlbridge.inliner.policy import LinearPolicy
+    from mlbridge.inliner.trainer import ESConfig, default_jobs, describe, train_inliner
 
     corpus = Path(args.corpus) if args.corpus else default_corpus_dir()
     try:

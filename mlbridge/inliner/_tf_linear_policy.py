@@ -1,7 +1,7 @@
 """Runs inside the TensorFlow environment: a linear inlining policy as a SavedModel.
 
 ``TF_PYTHON _tf_linear_policy.py POLICY.json OUT_DIR`` writes the SavedModel of
-:class:`mlbridge.train.linear_policy.LinearPolicy` (whose JSON form it reads): one int64
+:class:`mlbridge.inliner.policy.LinearPolicy` (whose JSON form it reads): one int64
 [1] input per active feature, output ``inlining_decision`` int64 [1], computed exactly as
 the ONNX export does (float32). Imports nothing from mlbridge: the TensorFlow environment
 does not have it.

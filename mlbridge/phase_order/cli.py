@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_phase_order_parser", "run_phase_order"]
+__all__ = ["add_train_parser", "run_train"]
 
 
-def add_phase_order_parser(sub: Any) -> argparse.ArgumentParser:
+def add_train_parser(sub: Any) -> argparse.ArgumentParser:
     """Adds the ``phase-order`` subcommand to the ``train`` subparsers ``sub``."""
-    from mlbridge.train.phase_order import PGConfig
+    from mlbridge.phase_order.trainer import PGConfig
 
     d = PGConfig()
     p: argparse.ArgumentParser = sub.add_parser(
@@ -82,7 +82,7 @@ def add_phase_order_parser(sub: Any) -> argparse.ArgumentParser:
         "--policy-out",
         metavar="FILE",
         help="also write the policy JSON here (the built-in phase-order-oz is "
-        "mlbridge/models/builtin/phase-order-oz.json)",
+        "mlbridge/phase_order/models/phase-order-oz.json)",
     )
     p.add_argument(
         "--iterations",
@@ -155,12 +155,12 @@ def add_phase_order_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def run_phase_order(args: argparse.Namespace) -> int:
+def run_train(args: argparse.Namespace) -> int:
     """Runs ``mlbridge train phase-order``."""
     from mlbridge.corpus import default_corpus_dir, load_manifest
     from mlbridge.errors import CLIError, MLBridgeError
     from mlbridge.phase_order.command import find_plugin
-    from mlbridge.train.phase_order import (
+    from mlbridge.phase_order.trainer import (
         PGConfig,
         agreement,
         evaluate_heldout,

@@ -1,0 +1,120 @@
+"""The problems mlbridge ships, one package each, and the ``mlbridge train`` command.
+
+A problem is one compiler decision a pass asks a model for. Its package holds its
+features, policy, trainer, the ``mlbridge train`` subcommand and its built-in models:
+
+==================  ====================  ========================================
+problem             task                  package
+==================  ====================  ========================================
+inliner             ``inliner``           :mod:`mlbridge.inliner`
+phase-order         ``phase-order``       :mod:`mlbridge.phase_order`
+==================  ====================  ========================================
+
+(The MLIR loop-unroll pass's model side is :mod:`mlbridge.mlir`; it has no trainer or
+built-in model yet.) This module sits above the problems, beside the command line: the
+generic layers (registry, SerDes, compiler interfaces, ...) never import it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mlbridge.models.builtin import BuiltinModel, find_builtin
+
+__all__ = ["PROBLEMS", "Problem", "add_arguments", "builtin_model", "builtin_models", "run"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem's entry points.
+
+    Attributes:
+        name: The ``mlbridge train`` subcommand.
+        task: The task its models answer (:data:`mlbridge.models.tasks.TASKS`).
+        add_train_parser: Adds its ``mlbridge train`` subcommand to a subparsers object.
+        run_train: Runs that subcommand.
+        builtin_models: Its shipped models.
+    """
+
+    name: str
+    task: str
+    add_train_parser: Callable[[Any], argparse.ArgumentParser]
+    run_train: Callable[[argparse.Namespace], int]
+    builtin_models: Callable[[], tuple[BuiltinModel, ...]]
+
+
+def _inliner_models() -> tuple[BuiltinModel, ...]:
+    from mlbridge.inliner.builtin import BUILTIN_MODELS
+
+    return BUILTIN_MODELS
+
+
+def _phase_order_models() -> tuple[BuiltinModel, ...]:
+    from mlbridge.phase_order.builtin import BUILTIN_MODELS
+
+    return BUILTIN_MODELS
+
+
+def _inliner_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401
+    from mlbridge.inliner.cli import add_train_parser
+
+    return add_train_parser(sub)
+
+
+def _inliner_run(args: argparse.Namespace) -> int:
+    from mlbridge.inliner.cli import run_train
+
+    return run_train(args)
+
+
+def _phase_order_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401
+    from mlbridge.phase_order.cli import add_train_parser
+
+    return add_train_parser(sub)
+
+
+def _phase_order_run(args: argparse.Namespace) -> int:
+    from mlbridge.phase_order.cli import run_train
+
+    return run_train(args)
+
+
+#: Every problem, in the order ``mlbridge train --help`` lists them.
+PROBLEMS: tuple[Problem, ...] = (
+    Problem("inliner", "inliner", _inliner_parser, _inliner_run, _inliner_models),
+    Problem(
+        "phase-order", "phase-order", _phase_order_parser, _phase_order_run, _phase_order_models
+    ),
+)
+
+
+def builtin_models() -> tuple[BuiltinModel, ...]:
+    """Every problem's built-in models (what ``mlbridge models install-builtin`` registers)."""
+    return tuple(m for p in PROBLEMS for m in p.builtin_models())
+
+
+def builtin_model(task: str) -> BuiltinModel:
+    """The built-in model of ``task``.
+
+    Raises:
+        mlbridge.models.registry.RegistryError: If mlbridge ships none for ``task``.
+    """
+    return find_builtin(builtin_models(), task)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Adds the ``train`` subcommands (one per problem) to ``p``."""
+    sub = p.add_subparsers(dest="problem", metavar="PROBLEM", required=True)
+    for problem in PROBLEMS:
+        problem.add_train_parser(sub)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs ``mlbridge train PROBLEM``."""
+    for problem in PROBLEMS:
+        if problem.name == args.problem:
+            return problem.run_train(args)
+    raise AssertionError(f"argparse let an unknown problem through: {args.problem!r}")

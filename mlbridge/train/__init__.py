@@ -1,1 +1,0 @@
-"""Training ML policies for the mlbridge passes (see :mod:`mlbridge.train.inliner`)."""
