@@ -369,9 +369,10 @@ def check_builtin_models() -> Check:
             problems.append(f"{builtin.name} is registered for task {task}, not {builtin.task}")
         else:
             found.append(f"{builtin.name} ({task})")
-        aot = by_name.get(f"{builtin.name}-aot")
-        if aot is not None:
-            found.append(f"{builtin.name}-aot ({aot.task})")
+        for suffix in ("-native", "-aot"):
+            form = by_name.get(f"{builtin.name}{suffix}")
+            if form is not None:
+                found.append(f"{form.name} ({form.task})")
     if problems:
         return Check(name, False, f"{'; '.join(problems)} (registry {registry.root})", fix)
     return Check(name, True, f"{', '.join(found)} (registry {registry.root})")
