@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 
-from mlbridge.errors import MalformedInputError, MLBridgeError
+from mlbridge.errors import LimitExceededError, MalformedInputError, MLBridgeError
 from mlbridge.serdes.base import DecodeLimits
 from mlbridge.serdes.records import Context, End, Header
 from mlbridge.tensor_spec import TensorSpec
@@ -29,6 +31,38 @@ def header_line(header: Header) -> bytes:
 def context_line(context: Context) -> bytes:
     """The context line, terminated by newline."""
     return b'{"context":' + orjson.dumps(context.name) + b"}\n"
+
+
+#: A JSON string (an unterminated one runs to the end of the line) or a bracket.
+_STRING_OR_BRACKET = re.compile(rb'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
+_OPEN = frozenset(b"[{")
+
+
+def check_depth(line: bytes | bytearray | memoryview, offset: int, limits: DecodeLimits) -> None:
+    """Refuse a line that nests JSON arrays and objects deeper than ``limits.max_depth``.
+
+    A lexical scan done before any parser sees the line (brackets inside strings do not
+    count; a closing bracket at depth 0 is ignored), the same scan as the C++ decoders'.
+
+    Raises:
+        LimitExceededError: If the line nests deeper than ``max_depth``.
+    """
+    data = bytes(line)
+    if data.count(b"[") + data.count(b"{") <= limits.max_depth:
+        return  # the usual line: too few brackets to nest too deep
+    depth = 0
+    for token in _STRING_OR_BRACKET.findall(data):
+        if token[0] == 0x22:
+            continue  # a string
+        if token[0] in _OPEN:
+            depth += 1
+            if depth > limits.max_depth:
+                raise LimitExceededError(
+                    f"line at byte offset {offset} nests JSON arrays and objects more than "
+                    f"{limits.max_depth} deep (max_depth={limits.max_depth})"
+                )
+        elif depth:
+            depth -= 1
 
 
 def parse_line(line: bytes, offset: int) -> dict[str, Any]:
@@ -67,17 +101,32 @@ def parse_header(obj: dict[str, Any], offset: int, limits: DecodeLimits) -> Head
         key: None if obj.get(key) is None else _spec(obj[key], key, offset)
         for key in ("score", "advice")
     }
-    for spec in (*specs, *(s for s in optional.values() if s is not None)):
-        if spec.rank > limits.max_rank:
-            raise MalformedInputError(
-                f"header at byte offset {offset}: spec {spec.name!r} has rank {spec.rank}, "
-                f"more than max_rank={limits.max_rank}"
-            )
+    check_spec_limits((*specs, *(s for s in optional.values() if s is not None)), limits, offset)
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise MalformedInputError(f"header at byte offset {offset}: duplicate feature {dup!r}")
     return Header(specs, advice=optional["advice"], score=optional["score"])
+
+
+def check_spec_limits(specs: Iterable[TensorSpec], limits: DecodeLimits, offset: int) -> None:
+    """Refuse a header spec above ``max_rank`` or with a dimension above ``max_dim``.
+
+    Raises:
+        LimitExceededError: Naming the spec and the limit.
+    """
+    for spec in specs:
+        if spec.rank > limits.max_rank:
+            raise LimitExceededError(
+                f"header at byte offset {offset}: spec {spec.name!r} has rank {spec.rank}, "
+                f"more than max_rank={limits.max_rank}"
+            )
+        for d in spec.shape:
+            if d > limits.max_dim:
+                raise LimitExceededError(
+                    f"header at byte offset {offset}: spec {spec.name!r} has dimension {d}, "
+                    f"more than max_dim={limits.max_dim}"
+                )
 
 
 def parse_simple(obj: dict[str, Any], offset: int) -> Context | End | None:

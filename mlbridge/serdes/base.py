@@ -26,13 +26,16 @@ class DecodeLimits:
         max_message_bytes: Largest record (line or protobuf message), in bytes.
         max_rank: Largest number of dimensions of a tensor.
         max_tensors: Largest number of tensors in a message (or features in a header).
-        max_dim: Largest single dimension.
+        max_dim: Largest single dimension (of a message's shape or a header's spec).
+        max_depth: Deepest nesting of JSON arrays and objects in one line of the
+            bitstream or JSON format, checked by a lexical scan before the line is parsed.
     """
 
     max_message_bytes: int = 256 * 1024 * 1024
     max_rank: int = 16
     max_tensors: int = 65_536
     max_dim: int = 2**40
+    max_depth: int = 32
 
     def check_tensor_count(self, count: int, offset: int) -> None:
         """Refuse a message with more than ``max_tensors`` tensors."""

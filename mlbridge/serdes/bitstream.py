@@ -185,6 +185,7 @@ class BitstreamSerDes(SerDes):
             return None
         offset = reader.offset
         line = reader.read_line(self.limits.max_message_bytes)
+        _lines.check_depth(line, offset, self.limits)
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import struct
 from typing import Any
 
@@ -201,10 +202,26 @@ def _type_names(types: set[type]) -> str:
     return ", ".join(sorted(names.get(t, t.__name__) for t in types))
 
 
-def _find_bad_string(line: bytes) -> str | None:
-    """Find the tensor holding an invalid UTF-8 string (slow path for error messages)."""
+class _Literal(str):
+    """A JSON number literal with a fraction or exponent, kept as its text."""
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _find_bad_value(line: bytes) -> str | None:
+    """Find the tensor holding what orjson refused (slow path for error messages).
+
+    An invalid UTF-8 string, or a number literal beyond the double range (``1e400``,
+    which orjson refuses for the whole line) in a tensor's data.
+    """
     try:
-        obj = json.loads(line.decode("utf-8", errors="surrogateescape"))
+        obj = json.loads(
+            line.decode("utf-8", errors="surrogateescape"),
+            parse_float=_Literal,
+            parse_constant=_no_constant,
+        )
     except ValueError:
         return None
     if not isinstance(obj, dict):
@@ -213,6 +230,11 @@ def _find_bad_string(line: bytes) -> str | None:
         if not isinstance(t, dict) or not isinstance(t.get("data"), list):
             continue
         for i, s in enumerate(t["data"]):
+            if type(s) is _Literal and not math.isfinite(float(s)):
+                return (
+                    f"tensor {t.get('name')!r}: element {i}: value {s} is out of range for "
+                    f"{t.get('type')}"
+                )
             if isinstance(s, str):
                 try:
                     s.encode("utf-8")
@@ -246,10 +268,11 @@ class JsonSerDes(SerDes):
             return None
         offset = reader.offset
         line = reader.read_line(self.limits.max_message_bytes)
+        _lines.check_depth(line, offset, self.limits)
         try:
             obj = _lines.parse_line(line, offset)
         except MalformedInputError:
-            bad = _find_bad_string(line)
+            bad = _find_bad_value(line)
             if bad is not None:
                 raise MalformedInputError(f"record at byte offset {offset}: {bad}") from None
             raise

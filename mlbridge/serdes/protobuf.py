@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from google.protobuf import unknown_fields
 from google.protobuf.message import DecodeError
 
 from mlbridge.errors import (
@@ -14,6 +15,7 @@ from mlbridge.errors import (
     MLBridgeError,
     TruncatedInputError,
 )
+from mlbridge.serdes import _lines
 from mlbridge.serdes._proto.mlbridge.v1 import tensor_pb2 as pb
 from mlbridge.serdes.base import DecodeLimits, SerDes
 from mlbridge.serdes.reader import ByteReader
@@ -182,12 +184,8 @@ def record_from_proto(rec: Any, limits: DecodeLimits, offset: int = 0) -> Record
         )
         advice = _spec_from_pb(h.advice, f"{where}: advice") if h.HasField("advice") else None
         score = _spec_from_pb(h.score, f"{where}: score") if h.HasField("score") else None
-        for spec in (*features, advice, score):
-            if spec is not None and spec.rank > limits.max_rank:
-                raise LimitExceededError(
-                    f"{where}: spec {spec.name!r} has rank {spec.rank}, more than "
-                    f"max_rank={limits.max_rank}"
-                )
+        specs = (*features, *(s for s in (advice, score) if s is not None))
+        _lines.check_spec_limits(specs, limits, offset)
         return Header(features, advice=advice, score=score)
     if which == "context":
         return Context(rec.context)
@@ -196,6 +194,28 @@ def record_from_proto(rec: Any, limits: DecodeLimits, offset: int = 0) -> Record
             raise MalformedInputError(f"{where}: 'end' must be true")
         return End()
     raise MalformedInputError(f"{where}: the Record sets none of header/context/message/end")
+
+
+def _check_wire_types(msg: Any, offset: int) -> None:
+    """Refuse a field of a known number under the wrong wire type, anywhere in ``msg``.
+
+    Protobuf keeps such a field as unknown and leaves the known one empty (a tensor's
+    shape would read as ``[]``); fields of unknown numbers pass, as protobuf's
+    compatibility rules want. The C++ decoder makes the same check.
+    """
+    descriptor = msg.DESCRIPTOR
+    for field in unknown_fields.UnknownFieldSet(msg):
+        known = descriptor.fields_by_number.get(field.field_number)
+        if known is not None:
+            raise MalformedInputError(
+                f"record at byte offset {offset}: field {known.name!r} of "
+                f"{descriptor.full_name} has the wrong wire type"
+            )
+    for fd, value in msg.ListFields():
+        if fd.message_type is None:
+            continue
+        for sub in value if fd.is_repeated else (value,):
+            _check_wire_types(sub, offset)
 
 
 class ProtobufSerDes(SerDes):
@@ -251,4 +271,5 @@ class ProtobufSerDes(SerDes):
             raise MalformedInputError(
                 f"record at byte offset {offset} is not a valid mlbridge.v1.Record: {e}"
             ) from None
+        _check_wire_types(rec, offset)
         return record_from_proto(rec, self.limits, offset)

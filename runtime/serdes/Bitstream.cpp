@@ -60,11 +60,23 @@ static Expected<TensorValue> readValues(StringRef TensorName, ElementType Type,
                                TensorName.str().c_str(),
                                static_cast<unsigned long long>(Bytes));
     Budget -= Bytes;
-    Expected<TensorValue> V = TensorValue::create(TensorName, Type, Shape);
+    // A large claim is read as the bytes arrive, and only then copied into
+    // its tensor: the claim alone allocates nothing.
+    constexpr uint64_t DirectRead = uint64_t(1) << 20;
+    std::string Arrived;
+    if (Bytes > DirectRead)
+      if (Error E = readGrowing(Reader, Arrived, Bytes))
+        return inRecord(std::move(E), What());
+    Expected<TensorValue> V =
+        Bytes > DirectRead ? TensorValue::fromBytes(
+                                 TensorName, Type, Shape,
+                                 ArrayRef<char>(Arrived.data(), Arrived.size()))
+                           : TensorValue::create(TensorName, Type, Shape);
     if (!V)
       return V.takeError();
-    if (Error E = Reader.readExact(V->mutableBytes()))
-      return inRecord(std::move(E), What());
+    if (Bytes <= DirectRead)
+      if (Error E = Reader.readExact(V->mutableBytes()))
+        return inRecord(std::move(E), What());
     if (Type == ElementType::Bool) {
       ArrayRef<char> B = V->bytes();
       for (size_t I = 0; I < B.size(); ++I)
@@ -86,7 +98,9 @@ static Expected<TensorValue> readValues(StringRef TensorName, ElementType Type,
                              "message limit (MaxMessageBytes)",
                              TensorName.str().c_str(),
                              static_cast<unsigned long long>(Count));
-  std::vector<std::string> Strings(Count);
+  // Grown as strings arrive: a claimed count alone allocates little.
+  std::vector<std::string> Strings;
+  Strings.reserve(std::min<uint64_t>(Count, 4096));
   for (uint64_t I = 0; I < Count; ++I) {
     char LenBytes[4];
     if (Error E = Reader.readExact(LenBytes))
@@ -101,8 +115,7 @@ static Expected<TensorValue> readValues(StringRef TensorName, ElementType Type,
           static_cast<unsigned long long>(Reader.offset() - 4),
           static_cast<unsigned long long>(Len));
     Budget -= Len + 4;
-    Strings[I].resize(Len);
-    if (Error E = Reader.readExact(Strings[I]))
+    if (Error E = readGrowing(Reader, Strings.emplace_back(), Len))
       return inRecord(std::move(E), What());
   }
   return TensorValue::fromStrings(TensorName, Shape, std::move(Strings));

@@ -138,6 +138,8 @@ readLineRecord(ByteReader &Reader, const DecoderLimits &Limits,
     }
     return decodeError(SerDesName, toString(std::move(E)));
   }
+  if (Error E = checkJSONDepth(Line, Limits.MaxDepth, SerDesName, Offset))
+    return E;
   Expected<json::Value> V = json::parse(Line);
   if (!V)
     return decodeError(SerDesName, "invalid JSON line at byte offset " +
@@ -169,6 +171,56 @@ readLineRecord(ByteReader &Reader, const DecoderLimits &Limits,
   }
   return decodeError(SerDesName,
                      "unrecognized record at byte offset " + Twine(Offset));
+}
+
+Error checkJSONDepth(StringRef Line, size_t MaxDepth, StringRef SerDesName,
+                     uint64_t Offset) {
+  size_t Depth = 0;
+  for (size_t I = 0, N = Line.size(); I < N; ++I) {
+    char C = Line[I];
+    if (C == '"') {
+      // Skip the string; an unterminated one runs to the end of the line.
+      for (++I; I < N && Line[I] != '"'; ++I)
+        if (Line[I] == '\\')
+          ++I;
+      continue;
+    }
+    if (C == '[' || C == '{') {
+      if (++Depth > MaxDepth)
+        return decodeError(SerDesName,
+                           "line at byte offset " + Twine(Offset) +
+                               " nests JSON arrays and objects more than " +
+                               Twine(MaxDepth) + " deep (MaxDepth)");
+    } else if ((C == ']' || C == '}') && Depth > 0) {
+      --Depth;
+    }
+  }
+  return Error::success();
+}
+
+Error readGrowing(ByteReader &Reader, std::string &Out, uint64_t Size) {
+  Out.clear();
+  constexpr uint64_t FirstChunk = uint64_t(64) << 10;
+  uint64_t Start = Reader.offset();
+  while (Out.size() < Size) {
+    uint64_t Have = Out.size();
+    uint64_t Chunk = std::min(Size - Have, std::max(FirstChunk, Have));
+    Out.resize(Have + Chunk);
+    if (Error E =
+            Reader.readExact(MutableArrayRef<char>(Out.data() + Have, Chunk))) {
+      if (Have == 0 && isEndOfStream(E))
+        return E;
+      consumeError(std::move(E));
+      return createStringError(
+          inconvertibleErrorCode(),
+          "input truncated: needed %llu bytes from byte offset %llu, the "
+          "input ends before byte %llu",
+          static_cast<unsigned long long>(Size),
+          static_cast<unsigned long long>(Start),
+          static_cast<unsigned long long>(Start + Have + Chunk));
+    }
+  }
+  return Error::success();
 }
 
 Error inRecord(Error E, const Twine &What) {

@@ -83,6 +83,18 @@ public:
   }
 };
 
+/// Fails if \p Line nests JSON arrays and objects deeper than \p MaxDepth
+/// (brackets inside strings do not count). A lexical scan, done before any
+/// parser sees the line; \p Offset and \p SerDesName word the error.
+llvm::Error checkJSONDepth(llvm::StringRef Line, size_t MaxDepth,
+                           llvm::StringRef SerDesName, uint64_t Offset);
+
+/// Reads \p Size bytes into \p Out (replacing its contents), growing \p Out
+/// as the bytes arrive rather than on the claimed size alone: a short input
+/// that claims a large length costs no more memory than it delivers. Errors
+/// are those of ByteReader::readExact() for the whole \p Size.
+llvm::Error readGrowing(ByteReader &Reader, std::string &Out, uint64_t Size);
+
 /// Turns an EndOfStreamError inside a record into a truncation error that
 /// names \p What; other errors pass through.
 llvm::Error inRecord(llvm::Error E, const llvm::Twine &What);

@@ -648,11 +648,25 @@ Expected<TensorValue> JSONSerDes::decodeTensor(const json::Value &V,
         !Token.contains_insensitive('e') && !Token.contains('.');
     switch (*Type) {
     case ElementType::Float:
-      Ok = parseFloat<float>(Token, Dest);
+    case ElementType::Double: {
+      Ok = *Type == ElementType::Float ? parseFloat<float>(Token, Dest)
+                                       : parseFloat<double>(Token, Dest);
+      // A number literal is finite: one that overflows the type (1e39 for
+      // a float, 1e400 for either) is an error, as in the Python decoder;
+      // infinities are written "Infinity" and "-Infinity".
+      double D = 0;
+      if (Ok && *Type == ElementType::Float) {
+        float F;
+        std::memcpy(&F, Dest, 4);
+        D = F;
+      } else if (Ok) {
+        std::memcpy(&D, Dest, 8);
+      }
+      if (Ok && std::isinf(D))
+        return Bad("value " + Token + " is out of range for " +
+                   elementTypeName(*Type));
       break;
-    case ElementType::Double:
-      Ok = parseFloat<double>(Token, Dest);
-      break;
+    }
     default:
       if (!IsIntegerLiteral)
         return Bad("'" + Token +

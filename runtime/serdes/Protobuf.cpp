@@ -13,7 +13,9 @@
 
 #include "mlbridge/v1/tensor.pb.h"
 
+#include <google/protobuf/descriptor.h>
 #include <google/protobuf/stubs/logging.h>
+#include <google/protobuf/unknown_field_set.h>
 
 using namespace llvm;
 
@@ -59,6 +61,39 @@ Expected<TensorSpec> specFromProto(const v1::TensorSpec &P,
   if (!S)
     return decodeError(Name, toString(S.takeError()));
   return S;
+}
+
+/// Fails if \p M, or a message inside it, holds a field of a known number
+/// under the wrong wire type (protobuf keeps such a field as unknown and
+/// leaves the known one empty: a tensor's shape would read as []). Fields
+/// of unknown numbers pass, as protobuf's compatibility rules want.
+static Error checkWireTypes(const google::protobuf::Message &M,
+                            uint64_t Offset) {
+  namespace pb = google::protobuf;
+  const pb::Reflection *R = M.GetReflection();
+  const pb::Descriptor *D = M.GetDescriptor();
+  const pb::UnknownFieldSet &Unknown = R->GetUnknownFields(M);
+  for (int I = 0; I < Unknown.field_count(); ++I)
+    if (const pb::FieldDescriptor *F =
+            D->FindFieldByNumber(Unknown.field(I).number()))
+      return decodeError(Name, "record at byte offset " + Twine(Offset) +
+                                   ": field '" + std::string(F->name()) +
+                                   "' of " + std::string(D->full_name()) +
+                                   " has the wrong wire type");
+  std::vector<const pb::FieldDescriptor *> Fields;
+  R->ListFields(M, &Fields);
+  for (const pb::FieldDescriptor *F : Fields) {
+    if (F->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE)
+      continue;
+    if (F->is_repeated()) {
+      for (int I = 0, N = R->FieldSize(M, F); I < N; ++I)
+        if (Error E = checkWireTypes(R->GetRepeatedMessage(M, F, I), Offset))
+          return E;
+    } else if (Error E = checkWireTypes(R->GetMessage(M, F), Offset)) {
+      return E;
+    }
+  }
+  return Error::success();
 }
 
 namespace {
@@ -258,8 +293,8 @@ Expected<std::optional<Record>> ProtobufSerDes::decode(ByteReader &Reader) {
         Name, "record at byte offset " + Twine(Offset) + " has length " +
                   Twine(Len) + ", above the limit of " +
                   Twine(limits().MaxMessageBytes) + " bytes (MaxMessageBytes)");
-  std::string Bytes(Len, '\0');
-  if (Error E = Reader.readExact(Bytes))
+  std::string Bytes;
+  if (Error E = readGrowing(Reader, Bytes, Len))
     return decodeError(
         Name, toString(inRecord(std::move(E), "the record of " + Twine(Len) +
                                                   " bytes at byte offset " +
@@ -276,6 +311,8 @@ Expected<std::optional<Record>> ProtobufSerDes::decode(ByteReader &Reader) {
         Name, "record at byte offset " + Twine(Offset) +
                   " is not a valid mlbridge.v1.Record (malformed, or a "
                   "string field that is not UTF-8)");
+  if (Error E = checkWireTypes(R, Offset))
+    return E;
   switch (R.record_case()) {
   case v1::Record::kHeader: {
     Header H;

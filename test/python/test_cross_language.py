@@ -115,3 +115,17 @@ def test_json_python_and_cpp_agree(tool, records):
 @given(records=streams())
 def test_protobuf_python_and_cpp_agree(tool, records):
     check_both_ways(tool, "protobuf", records)
+
+
+@pytest.mark.parametrize("args", [["--help"], ["decode", "--help"], ["-h"]])
+def test_tool_help_prints_usage_and_exits_0(tool, args):
+    result = subprocess.run([str(tool), *args], capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert b"usage: mlbridge-serdes-tool" in result.stdout
+    assert b"decode-batch" in result.stdout
+
+
+def test_tool_without_arguments_prints_usage_and_exits_1(tool):
+    result = subprocess.run([str(tool)], capture_output=True, timeout=60)
+    assert result.returncode == 1
+    assert b"usage: mlbridge-serdes-tool" in result.stderr

@@ -139,7 +139,7 @@ def test_bitstream_line_longer_than_the_limit_is_refused():
 
 def test_bitstream_rank_limit_is_configurable():
     header = b'{"features":[{"name":"x","type":"int8_t","port":0,"shape":[1,1,1]}]}\n'
-    with pytest.raises(MalformedInputError, match="max_rank=2"):
+    with pytest.raises(LimitExceededError, match="max_rank=2"):
         bitstream(b"", header=header, max_rank=2)
 
 
@@ -295,3 +295,74 @@ def test_protobuf_string_data_mismatch_is_an_error():
     rec.message.tensors.add(name="s", type=pb.ELEMENT_TYPE_STRING, shape=[1], data=b"x")
     with pytest.raises(MalformedInputError, match="'s'.*'data'"):
         get_serdes("protobuf").decode_stream(proto_stream(rec))
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+@pytest.mark.parametrize("depth", [10_000, 100_000])
+def test_json_deep_line_is_a_limit_error_naming_max_depth(depth):
+    line = b'{"observation":0,"tensors":' + nested(depth) + b"}\n"
+    with pytest.raises(LimitExceededError, match="max_depth=32"):
+        get_serdes("json").decode_stream(line)
+
+
+def test_bitstream_deep_header_is_a_limit_error_naming_max_depth():
+    with pytest.raises(LimitExceededError, match="max_depth=32"):
+        get_serdes("bitstream").decode_stream(b'{"features":' + nested(100_000) + b"}\n")
+
+
+def test_depth_limit_admits_its_own_depth_and_refuses_one_more():
+    line = json_message(b'{"name":"f","type":"float","shape":[1],"data":[1]}')  # depth 4
+    assert get_serdes("json", limits=DecodeLimits(max_depth=4)).decode_stream(line)
+    with pytest.raises(LimitExceededError, match="max_depth=3"):
+        get_serdes("json", limits=DecodeLimits(max_depth=3)).decode_stream(line)
+
+
+def test_depth_scan_ignores_brackets_inside_strings():
+    name = b"[" * 50 + b'\\"' + b"{" * 50
+    line = json_message(b'{"name":"' + name + b'","type":"float","shape":[1],"data":[1]}')
+    assert get_serdes("json", limits=DecodeLimits(max_depth=4)).decode_stream(line)
+
+
+@pytest.mark.parametrize("etype", ["float", "double"])
+def test_json_number_beyond_the_double_range_is_refused_naming_the_tensor(etype):
+    t = b'{"name":"f","type":"' + etype.encode() + b'","shape":[1],"data":[1e400]}'
+    with pytest.raises(MalformedInputError, match="'f'.*1e400 is out of range"):
+        get_serdes("json").decode_stream(json_message(t))
+
+
+@pytest.mark.parametrize("serdes", ["bitstream", "json"])
+def test_header_dimension_above_max_dim_is_a_limit_error(serdes):
+    spec = b'{"name":"x","type":"int64_t","port":0,"shape":[9223372036854775807]}'
+    header = b'{"features":[' + spec + b"]}\n"
+    with pytest.raises(LimitExceededError, match="'x'.*max_dim="):
+        get_serdes(serdes).decode_stream(header)
+
+
+def test_protobuf_header_dimension_above_max_dim_is_a_limit_error():
+    rec = pb.Record()
+    rec.header.features.add(name="x", type=pb.ELEMENT_TYPE_INT64, shape=[2**63 - 1])
+    with pytest.raises(LimitExceededError, match="'x'.*max_dim="):
+        get_serdes("protobuf").decode_stream(proto_stream(rec))
+
+
+def wrong_wire_type_shape() -> bytes:
+    """A message whose tensor carries shape (field 3) as fixed64 (wire type 1)."""
+    tensor = pb.Tensor(name="t", type=pb.ELEMENT_TYPE_INT64, data=b"\0" * 8).SerializeToString()
+    tensor += b"\x19" + struct.pack("<q", 1)
+    message = b"\x1a" + encode_varint(len(tensor)) + tensor
+    rec = b"\x1a" + encode_varint(len(message)) + message
+    return encode_varint(len(rec)) + rec
+
+
+def test_protobuf_shape_with_the_wrong_wire_type_is_refused():
+    with pytest.raises(MalformedInputError, match="'shape'.*wrong wire type"):
+        get_serdes("protobuf").decode_stream(wrong_wire_type_shape())
+
+
+def test_protobuf_unknown_field_numbers_still_pass():
+    # Forward compatibility: a field number the schema does not know is skipped.
+    rec = pb.Record(context="c").SerializeToString() + b"\xa0\x06\x01"  # field 100, varint
+    assert get_serdes("protobuf").decode_stream(encode_varint(len(rec)) + rec)

@@ -270,10 +270,10 @@ TEST(JSONWriterTest, RefusesInvalidUTF8NamingTheTensor) {
 }
 
 TEST(JSONReaderTest, AcceptsIntegerLiteralsAndSpecialsForFloats) {
-  MLB_ASSERT_VALUE(
-      R, decodeBytes(SerDesKind::JSON,
-                     jsonMessage("double", "[5]",
-                                 "[1, -3, 1e400, \"NaN\", \"-Infinity\"]")));
+  MLB_ASSERT_VALUE(R, decodeBytes(SerDesKind::JSON,
+                                  jsonMessage("double", "[5]",
+                                              "[1, -3, \"Infinity\", \"NaN\", "
+                                              "\"-Infinity\"]")));
   ASSERT_EQ(R.size(), 1u);
   llvm::ArrayRef<double> D = std::get<Message>(R[0]).Tensors[0].data<double>();
   EXPECT_EQ(D[0], 1.0);
@@ -305,6 +305,105 @@ TEST(JSONReaderTest, LiteralsAreMatchedToTheRightTensor) {
   const Message &M = std::get<Message>(R[0]);
   EXPECT_EQ(M.Tensors[0].data<float>()[0], 1.5f);
   EXPECT_EQ(M.Tensors[1].data<int32_t>()[0], -7);
+}
+
+/// A reader over a buffer that records the largest single readExact()
+/// request: what a decoder allocated on a claim before the bytes came.
+class RequestTrackingReader final : public ByteReader {
+public:
+  explicit RequestTrackingReader(StringRef Buffer) : Inner(Buffer) {}
+  llvm::Error readExact(llvm::MutableArrayRef<char> Buffer) override {
+    Largest = std::max(Largest, Buffer.size());
+    return Inner.readExact(Buffer);
+  }
+  llvm::Error readLine(std::string &Line, size_t MaxLen) override {
+    return Inner.readLine(Line, MaxLen);
+  }
+  uint64_t offset() const override { return Inner.offset(); }
+  size_t Largest = 0;
+
+private:
+  MemoryByteReader Inner;
+};
+
+/// Decodes \p Bytes and returns the largest read request (the error must
+/// be a truncation).
+size_t largestRequest(SerDesKind Kind, StringRef Bytes) {
+  std::unique_ptr<SerDes> S = llvm::cantFail(createSerDes(Kind));
+  RequestTrackingReader Reader(Bytes);
+  std::string Err = errorText(decodeAll(*S, Reader));
+  EXPECT_CONTAINS(Err, "truncated");
+  return Reader.Largest;
+}
+
+std::string nested(size_t Depth) {
+  return std::string(Depth, '[') + std::string(Depth, ']');
+}
+
+TEST(DepthLimitTest, DeepJSONLineIsALimitErrorNotAStackOverflow) {
+  std::string Line = "{\"observation\":0,\"tensors\":" + nested(100000) + "}\n";
+  std::string Err = decodeError(SerDesKind::JSON, Line);
+  EXPECT_CONTAINS(Err, "MaxDepth");
+  EXPECT_CONTAINS(Err, "32 deep");
+}
+
+TEST(DepthLimitTest, DeepBitstreamHeaderIsALimitErrorNotAStackOverflow) {
+  std::string Err = decodeError(SerDesKind::Bitstream,
+                                "{\"features\":" + nested(100000) + "}\n");
+  EXPECT_CONTAINS(Err, "MaxDepth");
+}
+
+TEST(DepthLimitTest, DepthAtTheLimitPassesTheScanAndOneMoreFails) {
+  DecoderLimits Limits;
+  Limits.MaxDepth = 4;
+  // Depth 4 (object, array, object, array): a valid message.
+  std::string Ok = jsonMessage("float", "[1]", "[1]");
+  EXPECT_EQ(decodeError(SerDesKind::JSON, Ok, Limits), "<success>");
+  Limits.MaxDepth = 3;
+  EXPECT_CONTAINS(decodeError(SerDesKind::JSON, Ok, Limits), "MaxDepth");
+}
+
+TEST(DepthLimitTest, BracketsInsideStringsDoNotCount) {
+  DecoderLimits Limits;
+  Limits.MaxDepth = 4;
+  std::string Line = "{\"observation\":0,\"tensors\":[{\"name\":\"" +
+                     std::string(50, '[') + "\\\"" + std::string(50, '{') +
+                     "\",\"type\":\"float\",\"shape\":[1],\"data\":[1]}]}\n";
+  EXPECT_EQ(decodeError(SerDesKind::JSON, Line, Limits), "<success>");
+}
+
+TEST(JSONMalformedTest, NumberBeyondTheDoubleRangeIsRefusedNamingTheTensor) {
+  std::string Err =
+      decodeError(SerDesKind::JSON, jsonMessage("float", "[1]", "[1e400]"));
+  EXPECT_CONTAINS(Err, "'t'");
+  EXPECT_CONTAINS(Err, "out of range");
+  EXPECT_CONTAINS(
+      decodeError(SerDesKind::JSON, jsonMessage("double", "[1]", "[-1e400]")),
+      "out of range");
+}
+
+TEST(JSONMalformedTest, NumberBeyondTheFloatRangeIsRefused) {
+  EXPECT_CONTAINS(
+      decodeError(SerDesKind::JSON, jsonMessage("float", "[1]", "[1e39]")),
+      "out of range for float");
+}
+
+TEST(BitstreamMalformedTest, LargeValueClaimAllocatesOnlyAsBytesArrive) {
+  // 6 bytes of values after a line claiming 2^25 int64 (256 MiB).
+  std::string S = "{\"features\":[{\"name\":\"x\",\"type\":\"int64_t\","
+                  "\"port\":0,\"shape\":[-1]}]}\n"
+                  "{\"observation\":0,\"shapes\":{\"x\":[33554431]}}\n";
+  S += std::string(6, '\0');
+  EXPECT_LE(largestRequest(SerDesKind::Bitstream, S), size_t(1) << 20);
+}
+
+TEST(BitstreamMalformedTest, LargeStringClaimAllocatesOnlyAsBytesArrive) {
+  std::string S = "{\"features\":[{\"name\":\"s\",\"type\":\"string\","
+                  "\"port\":0,\"shape\":[1]}]}\n{\"observation\":0}\n";
+  char Len[4];
+  llvm::support::endian::write32le(Len, 200000000);
+  S += std::string(Len, 4) + "ab";
+  EXPECT_LE(largestRequest(SerDesKind::Bitstream, S), size_t(1) << 20);
 }
 
 #ifdef MLBRIDGE_HAVE_PROTOBUF
@@ -341,6 +440,34 @@ TEST(ProtobufMalformedTest, LengthAboveLimitRefusedBeforeAllocating) {
                   "overflows");
   EXPECT_CONTAINS(decodeError(SerDesKind::Protobuf, std::string(12, '\x81')),
                   "overflows");
+}
+
+TEST(ProtobufMalformedTest, LargeLengthClaimAllocatesOnlyAsBytesArrive) {
+  // A 6-byte input whose length prefix claims 256 MiB - 1.
+  EXPECT_LE(largestRequest(SerDesKind::Protobuf,
+                           std::string("\xff\xff\xff\x7f\x0a\x00", 6)),
+            size_t(1) << 20);
+}
+
+TEST(ProtobufMalformedTest, ShapeWithTheWrongWireTypeIsRefused) {
+  // Tensor.shape (field 3) sent as a 64-bit fixed value (wire type 1):
+  // protobuf keeps it as an unknown field and the shape would read as [].
+  v1::Tensor Tensor;
+  v1::Tensor *T = &Tensor;
+  T->set_name("t");
+  T->set_type(v1::ELEMENT_TYPE_INT64);
+  T->set_data(std::string(8, '\0'));
+  // The bad field goes inside the tensor, so the records are built by hand.
+  std::string TensorBytes = T->SerializeAsString();
+  TensorBytes += std::string("\x19\x01\0\0\0\0\0\0\0", 9); // field 3, fixed64
+  std::string Message = "\x1a" + std::string(1, char(TensorBytes.size())) +
+                        TensorBytes; // TensorMessage.tensors = 3
+  std::string Rec =
+      "\x1a" + std::string(1, char(Message.size())) + Message; // Record.message
+  std::string Framed = std::string(1, char(Rec.size())) + Rec;
+  std::string Err = decodeError(SerDesKind::Protobuf, Framed);
+  EXPECT_CONTAINS(Err, "'shape'");
+  EXPECT_CONTAINS(Err, "wrong wire type");
 }
 
 TEST(ProtobufMalformedTest, HeaderLyingAboutSizes) {

@@ -10,6 +10,14 @@
 //   mlbridge-serdes-tool decode <bitstream|json|protobuf>
 //     reads a stream on stdin and writes {"records":[...]} on stdout.
 //
+//   mlbridge-serdes-tool decode-batch <bitstream|json|protobuf>
+//     reads inputs framed as a 4-byte little-endian length and the bytes,
+//     decodes each as a whole stream with a fresh SerDes (every record until
+//     the input ends, as Python's decode_stream), and writes one line per
+//     input: {"records":[...]} or {"error":"..."} (the differential check
+//     test/python/differential.py drives this).
+//   mlbridge-serdes-tool --help
+//
 // Errors go to stderr with exit code 1.
 //
 //===----------------------------------------------------------------------===//
@@ -18,15 +26,34 @@
 
 #include "mlbridge/SerDes/SerDes.h"
 
+#include "llvm/Support/Endian.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
 using namespace mlbridge;
 
+static const char Usage[] =
+    "usage: mlbridge-serdes-tool encode|decode|decode-batch "
+    "bitstream|json|protobuf < input > output\n"
+    "\n"
+    "  encode <serdes>        one test-vector case ({\"name\":..,\"records\":"
+    "[...]}) on\n"
+    "                         stdin, the encoded stream on stdout\n"
+    "  decode <serdes>        a stream on stdin, {\"records\":[...]} on "
+    "stdout\n"
+    "  decode-batch <serdes>  inputs framed as a 4-byte little-endian length "
+    "and\n"
+    "                         the bytes on stdin; one line per input on "
+    "stdout:\n"
+    "                         {\"records\":[...]} or {\"error\":\"...\"}\n"
+    "  --help, -h             this text\n"
+    "\n"
+    "Bad input: a message on stderr and exit status 1. docs/serialization.md "
+    "defines\nthe formats and the decoder limits.\n";
+
 static int usage() {
-  errs() << "usage: mlbridge-serdes-tool encode|decode "
-            "bitstream|json|protobuf < input > output\n";
+  errs() << Usage;
   return 1;
 }
 
@@ -68,11 +95,54 @@ static Error decode(SerDes &S, StringRef Input, raw_ostream &OS) {
   return Error::success();
 }
 
+/// Decodes every framed input of \p Input with a fresh SerDes of \p Kind.
+static Error decodeBatch(SerDesKind Kind, StringRef Input, raw_ostream &OS) {
+  while (!Input.empty()) {
+    if (Input.size() < 4)
+      return createStringError(inconvertibleErrorCode(),
+                               "decode-batch: a length prefix is cut short");
+    uint32_t Len = support::endian::read32le(Input.data());
+    Input = Input.drop_front(4);
+    if (Input.size() < Len)
+      return createStringError(inconvertibleErrorCode(),
+                               "decode-batch: an input is cut short");
+    StringRef One = Input.take_front(Len);
+    Input = Input.drop_front(Len);
+    Expected<std::unique_ptr<SerDes>> S = createSerDes(Kind);
+    if (!S)
+      return S.takeError();
+    MemoryByteReader Reader(One);
+    std::vector<Record> Rs;
+    Error Failed = Error::success();
+    while (true) {
+      Expected<std::optional<Record>> R = (*S)->decode(Reader);
+      if (!R) {
+        Failed = R.takeError();
+        break;
+      }
+      if (!*R)
+        break;
+      Rs.push_back(std::move(**R));
+    }
+    if (Failed)
+      OS << json::Value(json::Object{{"error", toString(std::move(Failed))}});
+    else
+      OS << json::Value(json::Object{{"records", recordsToJSON(Rs)}});
+    OS << "\n";
+  }
+  return Error::success();
+}
+
 int main(int Argc, char **Argv) {
+  for (int I = 1; I < Argc; ++I)
+    if (StringRef(Argv[I]) == "--help" || StringRef(Argv[I]) == "-h") {
+      outs() << Usage;
+      return 0;
+    }
   if (Argc != 3)
     return usage();
   StringRef Mode = Argv[1];
-  if (Mode != "encode" && Mode != "decode")
+  if (Mode != "encode" && Mode != "decode" && Mode != "decode-batch")
     return usage();
   Expected<SerDesKind> Kind = parseSerDesKind(Argv[2]);
   if (!Kind)
@@ -85,6 +155,13 @@ int main(int Argc, char **Argv) {
     return fail(errorCodeToError(In.getError()));
   std::string Out;
   raw_string_ostream OS(Out);
+  if (Mode == "decode-batch") {
+    if (Error E = decodeBatch(*Kind, (*In)->getBuffer(), OS))
+      return fail(std::move(E));
+    outs() << Out;
+    outs().flush();
+    return 0;
+  }
   Error E = Mode == "encode" ? encode(**S, (*In)->getBuffer(), OS)
                              : decode(**S, (*In)->getBuffer(), OS);
   if (E)

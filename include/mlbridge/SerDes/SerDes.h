@@ -41,6 +41,10 @@ struct DecoderLimits {
   size_t MaxTensors = 65536;
   /// Size of one dimension.
   int64_t MaxDimension = int64_t(1) << 40;
+  /// Nesting of JSON arrays and objects in one line (the header, context,
+  /// end and message lines of the bitstream and JSON formats). Checked by a
+  /// lexical scan before the line is parsed, so no parser recurses deeper.
+  size_t MaxDepth = 32;
 };
 
 /// Encodes and decodes records in one wire format.
