@@ -166,7 +166,10 @@ class TensorSpec:
                     "(expected a size >= 0 or -1 for a dynamic dimension)"
                 )
         object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "port", _check_int(self.port, f"tensor spec {self.name!r}: port"))
+        port = _check_int(self.port, f"tensor spec {self.name!r}: port")
+        if not -(2**31) <= port < 2**31:
+            raise SpecError(f"tensor spec {self.name!r}: port {port} is not a 32-bit int")
+        object.__setattr__(self, "port", port)
 
     @property
     def rank(self) -> int:

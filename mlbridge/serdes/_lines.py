@@ -122,6 +122,11 @@ def check_spec_limits(specs: Iterable[TensorSpec], limits: DecodeLimits, offset:
                 f"more than max_rank={limits.max_rank}"
             )
         for d in spec.shape:
+            if d > 2**63 - 1:
+                raise MalformedInputError(
+                    f"header at byte offset {offset}: spec {spec.name!r} has dimension {d}, "
+                    "which is not an int64"
+                )
             if d > limits.max_dim:
                 raise LimitExceededError(
                     f"header at byte offset {offset}: spec {spec.name!r} has dimension {d}, "

@@ -64,6 +64,10 @@ class DecodeLimits:
                     f"tensor {name!r} at byte offset {offset}: dimension {d} in shape "
                     f"{list(shape)} is not a concrete size"
                 )
+            if d > _INT64_MAX:
+                raise MalformedInputError(
+                    f"tensor {name!r} at byte offset {offset}: dimension {d} is not an int64"
+                )
             if d > self.max_dim:
                 raise LimitExceededError(
                     f"tensor {name!r} at byte offset {offset}: dimension {d} exceeds "

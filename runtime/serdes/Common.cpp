@@ -6,6 +6,8 @@
 
 #include "Common.h"
 
+#include "llvm/ADT/StringSet.h"
+
 using namespace llvm;
 
 namespace mlbridge {
@@ -64,6 +66,37 @@ static Error checkSpecLimits(const TensorSpec &Spec,
 Expected<Header> parseHeader(const json::Object &O,
                              const DecoderLimits &Limits) {
   Header H;
+  // Strict as the Python decoder: no unknown keys, no duplicate names.
+  for (const auto &KV : O)
+    if (KV.first != "features" && KV.first != "score" && KV.first != "advice")
+      return createStringError(inconvertibleErrorCode(),
+                               "header has an unknown key '%s'",
+                               KV.first.str().c_str());
+  // Also checks dimensions against the limit before the spec is built (a
+  // spec refuses a shape of too many elements in words of its own).
+  auto CheckSpecKeys = [&Limits](const json::Value &V) -> Error {
+    const json::Object *S = V.getAsObject();
+    if (!S)
+      return Error::success();
+    for (const auto &KV : *S)
+      if (KV.first != "name" && KV.first != "type" && KV.first != "port" &&
+          KV.first != "shape")
+        return createStringError(inconvertibleErrorCode(),
+                                 "tensor spec has an unknown key '%s'",
+                                 KV.first.str().c_str());
+    if (const json::Array *Shape = S->getArray("shape"))
+      for (const json::Value &D : *Shape)
+        if (std::optional<int64_t> N = D.getAsInteger();
+            N && *N > Limits.MaxDimension)
+          return createStringError(
+              inconvertibleErrorCode(),
+              "spec '%s' has dimension %lld, above the limit of %lld "
+              "(MaxDimension)",
+              S->getString("name").value_or("?").str().c_str(),
+              static_cast<long long>(*N),
+              static_cast<long long>(Limits.MaxDimension));
+    return Error::success();
+  };
   const json::Array *Features = O.getArray("features");
   if (!Features)
     return createStringError(inconvertibleErrorCode(),
@@ -75,6 +108,8 @@ Expected<Header> parseHeader(const json::Object &O,
                              Features->size(), Limits.MaxTensors);
   H.Features.reserve(Features->size());
   for (const json::Value &V : *Features) {
+    if (Error E = CheckSpecKeys(V))
+      return E;
     Expected<TensorSpec> Spec = TensorSpec::fromJSON(V);
     if (!Spec)
       return Spec.takeError();
@@ -82,11 +117,18 @@ Expected<Header> parseHeader(const json::Object &O,
       return E;
     H.Features.push_back(std::move(*Spec));
   }
+  StringSet<> Names;
+  for (const TensorSpec &Spec : H.Features)
+    if (!Names.insert(Spec.name()).second)
+      return createStringError(inconvertibleErrorCode(),
+                               "duplicate feature '%s'", Spec.name().c_str());
   for (auto [Key, Slot] : {std::pair(StringRef("advice"), &H.Advice),
                            std::pair(StringRef("score"), &H.Score)}) {
     const json::Value *V = O.get(Key);
     if (!V || V->kind() == json::Value::Null)
       continue;
+    if (Error E = CheckSpecKeys(*V))
+      return E;
     Expected<TensorSpec> Spec = TensorSpec::fromJSON(*V);
     if (!Spec)
       return Spec.takeError();
