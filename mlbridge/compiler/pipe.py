@@ -32,6 +32,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -50,6 +51,7 @@ from mlbridge._closing import Closing
 from mlbridge.compiler.observation import Observation as SharedObservation
 from mlbridge.errors import (
     LimitExceededError,
+    MLBridgeError,
     PipeClosedError,
     PipeError,
     PipeTimeoutError,
@@ -1130,6 +1132,23 @@ def _exited_early(argv0: str, code: int, in_path: Path, has_base: bool, tail: st
     )
 
 
+def _signal_name(code: int) -> str:
+    """``SIGSEGV (signal 11)`` for a ``Popen`` return code of ``-11``."""
+    try:
+        return f"{signal.Signals(-code).name} (signal {-code})"
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _killed_by_signal(argv0: str, code: int, answered: int, tail: str) -> str:
+    """The error of a compiler that a signal ended: never mistaken for a result."""
+    said = f"; its stderr ends with:\n{tail}" if tail else "; it wrote nothing on stderr"
+    return (
+        f"the compiler ({argv0}) was killed by {_signal_name(code)} after "
+        f"{answered} answered queries: its output is not a result{said}"
+    )
+
+
 def drive_compiler(
     command: Sequence[str],
     policy: Policy,
@@ -1138,6 +1157,8 @@ def drive_compiler(
     timeout: float = DEFAULT_TIMEOUT,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     exit_timeout: float = DEFAULT_TIMEOUT,
+    deadline: float | None = None,
+    max_queries: int | None = None,
     parent: str | os.PathLike[str] | None = None,
     capture: str | os.PathLike[str] | BinaryIO | None = None,
     capture_advice: bool = True,
@@ -1163,18 +1184,42 @@ def drive_compiler(
         capture: Tee the traffic into this file (see :class:`PipeCompilerInterface`).
         capture_advice: Whether the capture includes the replies.
         require_end: See :class:`PipeCompilerInterface`.
+        deadline: Bound, in seconds, of the whole session from the compiler's start to
+            its exit (``None``: no bound beyond each wait's own); when it runs out the
+            compiler is killed, however quick each read was.
+        max_queries: The most observations to answer (``None``: no limit); one more
+            ends the session, the compiler is killed.
 
     Raises:
-        PipeClosedError: If the compiler exits before opening the FIFOs.
-        PipeTimeoutError: If any wait runs out (including the compiler's exit).
+        PipeClosedError: If the compiler exits before opening the FIFOs, or a signal
+            kills it (the message names the signal and ends with its stderr).
+        PipeTimeoutError: If any wait runs out (including the compiler's exit), or the
+            session outlasts ``deadline``.
+        PipeError: If the compiler asks more than ``max_queries`` queries.
     """
     exit_timeout = _check_timeout(exit_timeout, "exit_timeout")
+    if deadline is not None:
+        deadline = _check_timeout(deadline, "deadline")
+    if max_queries is not None and max_queries < 0:
+        raise ValueError(f"max_queries must be >= 0, got {max_queries}")
     with FifoChannel(parent=parent) as channel:
         argv = [a.replace("{base}", str(channel.base)) for a in command]
         has_base = any("{base}" in a for a in command)
         proc = subprocess.Popen(argv, stderr=subprocess.PIPE)
         assert proc.stderr is not None
         stderr = _StderrTee(proc.stderr)
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            if proc.poll() is None:
+                proc.kill()
+
+        watchdog = threading.Timer(deadline, expire) if deadline is not None else None
+        if watchdog is not None:
+            watchdog.daemon = True
+            watchdog.start()
+        answered = 0
         try:
 
             def abort() -> None:
@@ -1187,30 +1232,68 @@ def drive_compiler(
             contexts: list[str] = []
 
             def traced(obs: Observation) -> Any:
+                nonlocal answered
+                if max_queries is not None and answered >= max_queries:
+                    raise PipeError(
+                        f"the compiler ({argv[0]}) asked more than max_queries={max_queries} "
+                        "queries; the session was ended (raise max_queries if it needs more)"
+                    )
                 if obs.context is not None and obs.context not in contexts:
                     contexts.append(obs.context)
-                return policy(obs)
+                advice = policy(obs)
+                answered += 1
+                return advice
 
-            with PipeCompilerInterface(
-                channel.base,
-                serdes,
-                timeout=timeout,
-                connect_timeout=connect_timeout,
-                capture=capture,
-                capture_advice=capture_advice,
-                require_end=require_end,
-            ) as ci:
-                ci.connect(abort)
-                answered = ci.run(traced)
-                header = ci.header
+            def ended(error: BaseException | None) -> BaseException | None:
+                """The error that explains the end: the deadline, or a signal."""
+                if expired.is_set():
+                    return PipeTimeoutError(
+                        f"the session with the compiler ({argv[0]}) outlasted its deadline of "
+                        f"{deadline:g} s after {answered} answered queries; the compiler was "
+                        "killed"
+                    )
+                code = proc.poll()
+                if code is None and error is not None:
+                    try:  # the read failed as the compiler died: let it finish dying
+                        code = proc.wait(1.0)
+                    except subprocess.TimeoutExpired:
+                        code = None
+                if code is not None and code < 0:
+                    return PipeClosedError(
+                        _killed_by_signal(argv[0], code, answered, stderr.tail())
+                    )
+                return None
+
             try:
+                with PipeCompilerInterface(
+                    channel.base,
+                    serdes,
+                    timeout=timeout,
+                    connect_timeout=connect_timeout,
+                    capture=capture,
+                    capture_advice=capture_advice,
+                    require_end=require_end,
+                ) as ci:
+                    ci.connect(abort)
+                    answered = ci.run(traced)
+                    header = ci.header
                 code = proc.wait(exit_timeout)
             except subprocess.TimeoutExpired:
+                if (why := ended(None)) is not None:
+                    raise why from None
                 raise PipeTimeoutError(
                     f"the compiler ({argv[0]}) did not exit within {exit_timeout:g} s after "
                     "the session ended"
                 ) from None
+            except MLBridgeError as e:
+                if (why := ended(e)) is not None:
+                    raise why from e
+                raise
+            if (why := ended(None)) is not None:
+                raise why
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
             _stop(proc, grace=5.0)
             stderr.close()
     return DriveResult(code, answered, contexts, header)

@@ -1,0 +1,100 @@
+"""drive_compiler against stock opt-22: a signal, a deadline and a query limit end a session
+with an error that says so, never with a result."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from conftest import VECTORS
+
+from mlbridge.compiler.pipe import drive_compiler
+from mlbridge.errors import PipeClosedError, PipeError, PipeTimeoutError
+
+MODULE = VECTORS / "llvm22" / "inline-sample.ll"
+BOUND = 60.0
+QUERIES = 7  # the inliner's decisions on inline-sample.ll
+
+
+def opt_command(tmp_path: Path) -> list[str]:
+    return [
+        "opt-22", "-S", "-passes=default<O2>", "-enable-ml-inliner=release",
+        "-inliner-interactive-channel-base={base}", "-inliner-interactive-include-default",
+        str(MODULE), "-o", str(tmp_path / "out.ll"),
+    ]  # fmt: skip
+
+
+def child_compiler() -> int:
+    """The pid of this process's opt-22 child."""
+    me = str(os.getpid())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :]
+        if comm == "opt-22" and rest.split()[1] == me:
+            return int(entry.name)
+    raise AssertionError("no opt-22 child found")
+
+
+def run(tmp_path: Path, policy, **kw):
+    return drive_compiler(
+        opt_command(tmp_path), policy, timeout=BOUND, connect_timeout=BOUND,
+        exit_timeout=BOUND, parent=tmp_path, **kw,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
+def test_a_compiler_killed_by_a_signal_is_an_error_naming_the_signal(tmp_path, sig):
+    def policy(obs):
+        if obs.id == 2:
+            os.kill(child_compiler(), sig)
+        return 0
+
+    with pytest.raises(PipeClosedError, match=rf"killed by {sig.name} \(signal {int(sig)}\)"):
+        run(tmp_path, policy)
+
+
+def test_the_signal_error_ends_with_the_compilers_stderr(tmp_path):
+    def policy(obs):
+        os.kill(child_compiler(), signal.SIGSEGV)
+        return 0
+
+    # LLVM's crash handler prints the stack on SIGSEGV; the error ends with its frames.
+    with pytest.raises(PipeClosedError, match=r"(?s)stderr ends with:.*#\d+ 0x[0-9a-f]+ "):
+        run(tmp_path, policy)
+
+
+def test_a_session_past_its_deadline_ends_though_each_read_is_quick(tmp_path):
+    def slow(obs):
+        time.sleep(0.4)  # every wait is far inside the 60 s timeout
+        return 0
+
+    start = time.monotonic()
+    with pytest.raises(PipeTimeoutError, match="deadline of 1 s"):
+        run(tmp_path, slow, deadline=1.0)
+    # Ended by the deadline, not by running to its end (7 x 0.4 s) or a 60 s timeout.
+    assert time.monotonic() - start < QUERIES * 0.4
+
+
+def test_a_query_limit_ends_a_longer_session(tmp_path):
+    asked = []
+
+    def policy(obs):
+        asked.append(obs.id)
+        return 0
+
+    with pytest.raises(PipeError, match="max_queries=3"):
+        run(tmp_path, policy, max_queries=3)
+    assert len(asked) == 3
+
+
+def test_a_session_within_its_limits_is_a_normal_result(tmp_path):
+    result = run(tmp_path, lambda obs: 0, deadline=BOUND, max_queries=QUERIES)
+    assert (result.returncode, result.answered) == (0, QUERIES)
