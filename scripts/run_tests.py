@@ -6,8 +6,10 @@ unit tests and the C API test (ctest in the release build), pytest, and the
 C++ unit tests plus the bounded libFuzzer runs under AddressSanitizer and
 UndefinedBehaviorSanitizer with leak detection (ctest in the sanitizer build).
 
-Each suite's own output streams through; a summary table and the closing line
-``N passed, M failed`` come last. ``make test`` runs this after building.
+Each suite's own output streams through; a summary table and three closing lines come
+last: lint (files clean), tests (lit, ctest and pytest: the real test total) and the
+sanitizer re-runs, never added up. A skipped, unsupported, expected-to-fail or
+unexpectedly passing test counts as a failure. ``make test`` runs this after building.
 """
 
 from __future__ import annotations
@@ -110,23 +112,50 @@ def suite_clang_format() -> SuiteResult:
     )
 
 
+#: lit result kinds that are not a plain pass: each is a failure here (a test that is
+#: expected to fail, or unsupported because a dependency is missing, proves nothing).
+LIT_FAILING = (
+    "Failed", "Unresolved", "Timed Out", "Unexpectedly Passed", "Expectedly Failed",
+    "Unsupported", "Excluded", "Skipped",
+)  # fmt: skip
+
+
+def parse_lit(out: str) -> tuple[int, int, str]:
+    """(passed, failed, note) from lit's closing counts; every non-pass kind fails."""
+    passed = count(r"^\s*Passed\s*:\s*(\d+)", out)
+    failed, notes = 0, []
+    for kind in LIT_FAILING:
+        n = count(rf"^\s*{kind}\s*:\s*(\d+)", out)
+        failed += n
+        if n and kind != "Failed":
+            notes.append(f"{n} {kind.lower()}")
+    return passed, failed, ", ".join(notes)
+
+
 def suite_lit(build: Path) -> SuiteResult:
     """The lit suite configured into the release build."""
     start = time.monotonic()
     lit = VENV_BIN / "lit"
     rc, out = run([str(lit), "-sv", str(build / "test" / "lit")])
-    passed = count(r"^\s*Passed\s*:\s*(\d+)", out)
-    failed = count(r"^\s*(?:Failed|Unresolved|Timed Out|Unexpectedly Passed)\s*:\s*(\d+)", out)
-    # An unsupported test is one whose dependency is missing: a failure here.
-    unsupported = count(r"^\s*Unsupported\s*:\s*(\d+)", out)
-    return SuiteResult(
-        "lit",
-        passed,
-        failed + unsupported,
-        time.monotonic() - start,
-        rc,
-        f"{unsupported} unsupported" if unsupported else "",
-    )
+    passed, failed, note = parse_lit(out)
+    return SuiteResult("lit", passed, failed, time.monotonic() - start, rc, note)
+
+
+def parse_ctest(out: str) -> tuple[int, int, str] | None:
+    """(passed, failed, note) from ctest's output, or None without its summary line.
+
+    ctest counts a skipped (or disabled) test as passed in its percentage; the tests it
+    lists as not run are failures here.
+    """
+    m = re.search(r"(\d+)% tests passed, (\d+) tests? failed out of (\d+)", out)
+    if not m:
+        return None
+    failed, total = int(m.group(2)), int(m.group(3))
+    # ctest lists them under "did not run" (a missing executable is under FAILED).
+    section = re.search(r"^The following tests did not run:\n((?:[ \t]+\d+ - .*\n?)+)", out, re.M)
+    not_run = len(section.group(1).strip().splitlines()) if section else 0
+    note = f"{not_run} not run" if not_run else ""
+    return total - failed - not_run, failed + not_run, note
 
 
 def suite_ctest(name: str, build: Path, env: dict[str, str] | None = None) -> SuiteResult:
@@ -134,11 +163,29 @@ def suite_ctest(name: str, build: Path, env: dict[str, str] | None = None) -> Su
     start = time.monotonic()
     jobs = str(os.cpu_count() or 2)
     rc, out = run(["ctest", "--test-dir", str(build), "--output-on-failure", "-j", jobs], env=env)
-    m = re.search(r"(\d+)% tests passed, (\d+) tests? failed out of (\d+)", out)
-    if not m:
+    parsed = parse_ctest(out)
+    if parsed is None:
         return SuiteResult(name, 0, 1, time.monotonic() - start, rc or 1, "no ctest summary")
-    failed, total = int(m.group(2)), int(m.group(3))
-    return SuiteResult(name, total - failed, failed, time.monotonic() - start, rc)
+    passed, failed, note = parsed
+    return SuiteResult(name, passed, failed, time.monotonic() - start, rc, note)
+
+
+def parse_pytest(out: str) -> tuple[int, int, str]:
+    """(passed, failed, note) from pytest's closing line.
+
+    Skipped, xfailed and xpassed tests are failures here: a skip is a missing dependency,
+    an expected failure proves nothing and an unexpected pass is a stale mark.
+    """
+    last = out.rstrip().splitlines()[-1] if out.strip() else ""
+    passed = count(r"(\d+) passed", last)
+    failed = count(r"(\d+) (?:failed|errors?)\b", last)
+    notes = []
+    for kind in ("skipped", "xfailed", "xpassed"):
+        n = count(rf"(\d+) {kind}", last)
+        failed += n
+        if n:
+            notes.append(f"{n} {kind}")
+    return passed, failed, ", ".join(notes)
 
 
 def suite_pytest(build: Path) -> SuiteResult:
@@ -148,18 +195,22 @@ def suite_pytest(build: Path) -> SuiteResult:
         [str(VENV_BIN / "pytest"), "-q", "-p", "no:cacheprovider"],
         env={"MLBRIDGE_BUILD_DIR": str(build)},
     )
-    passed = count(r"(\d+) passed", out.splitlines()[-1] if out else "")
-    failed = count(r"(\d+) (?:failed|error)", out.splitlines()[-1] if out else "")
-    skipped = count(r"(\d+) skipped", out.splitlines()[-1] if out else "")
-    # A skip means a dependency was missing: that is a failure here.
-    return SuiteResult(
-        "pytest",
-        passed,
-        failed + skipped,
-        time.monotonic() - start,
-        rc,
-        f"{skipped} skipped" if skipped else "",
-    )
+    passed, failed, note = parse_pytest(out)
+    return SuiteResult("pytest", passed, failed, time.monotonic() - start, rc, note)
+
+
+def summary_lines(lint: list[SuiteResult], tests: list[SuiteResult],
+                  sanitizer: list[SuiteResult]) -> list[str]:  # fmt: skip
+    """The closing lines: lint, tests and sanitizer re-runs apart, never added up."""
+
+    def failed(results: list[SuiteResult]) -> int:
+        return sum(r.failed for r in results) + sum(1 for r in results if not r.ok and not r.failed)
+
+    return [
+        f"lint: {sum(r.passed for r in lint)} files clean, {failed(lint)} failed",
+        f"tests: {sum(r.passed for r in tests)} passed, {failed(tests)} failed",
+        f"sanitizer re-runs: {sum(r.passed for r in sanitizer)} passed, {failed(sanitizer)} failed",
+    ]
 
 
 def main() -> int:
@@ -173,26 +224,26 @@ def main() -> int:
         "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:strict_string_checks=1",
         "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
     }
-    results = [
-        suite_ruff(),
-        suite_clang_format(),
+    lint = [suite_ruff(), suite_clang_format()]
+    tests = [
         suite_lit(args.build_dir),
         suite_ctest("ctest (unit + C API)", args.build_dir),
         suite_pytest(args.build_dir),
-        suite_ctest("ctest (ASan+UBSan, fuzz)", args.asan_build_dir, sanitizer_env),
     ]
+    sanitizer = [suite_ctest("ctest (ASan+UBSan, fuzz)", args.asan_build_dir, sanitizer_env)]
+    results = lint + tests + sanitizer
 
     print("\n== mlbridge test summary")
     for r in results:
         status = "ok  " if r.ok else "FAIL"
+        unit = "clean " if r in lint else "passed"
         note = f"  ({r.note})" if r.note else ""
         print(
-            f"{status} {r.name:<28} {r.passed:>5} passed {r.failed:>4} failed "
+            f"{status} {r.name:<28} {r.passed:>5} {unit} {r.failed:>4} failed "
             f"{r.seconds:7.1f}s{note}"
         )
-    passed = sum(r.passed for r in results)
-    failed = sum(r.failed for r in results) + sum(1 for r in results if not r.ok and r.failed == 0)
-    print(f"{passed} passed, {failed} failed")
+    for line in summary_lines(lint, tests, sanitizer):
+        print(line)
     return 0 if all(r.ok for r in results) else 1
 
 
