@@ -244,6 +244,8 @@ class ProtobufSerDes(SerDes):
                 break
         else:
             raise MalformedInputError(f"length prefix at byte offset {start} is not a varint")
+        if value >= 2**64:  # the tenth byte holds bit 63 only, as in the C++ decoder
+            raise MalformedInputError(f"record length at byte offset {start} overflows 64 bits")
         if value > self.limits.max_message_bytes:
             raise LimitExceededError(
                 f"record at byte offset {start} claims {value} bytes, more than "

@@ -366,3 +366,9 @@ def test_protobuf_unknown_field_numbers_still_pass():
     # Forward compatibility: a field number the schema does not know is skipped.
     rec = pb.Record(context="c").SerializeToString() + b"\xa0\x06\x01"  # field 100, varint
     assert get_serdes("protobuf").decode_stream(encode_varint(len(rec)) + rec)
+
+
+def test_protobuf_length_prefix_beyond_64_bits_is_malformed_not_a_limit():
+    # Ten varint bytes whose last carries more than bit 63 (as the C++ decoder words it).
+    with pytest.raises(MalformedInputError, match="overflows 64 bits"):
+        get_serdes("protobuf").decode_stream(b"\x80" * 9 + b"\x0a" + b"\0" * 4)
