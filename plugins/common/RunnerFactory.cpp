@@ -186,6 +186,7 @@ createModelRunner(const RunnerConfig &Config, std::vector<TensorSpec> Features,
     O.Kind = Config.SerDes;
     O.ConnectTimeout = Config.Timeout;
     O.Timeout = Config.Timeout;
+    O.Score = Config.Score;
     auto R = PipeModelRunner::create(std::move(Features), std::move(Advice),
                                      std::move(O));
     if (!R)
