@@ -1,10 +1,17 @@
 # Install rules and the CMake package of mlbridge, so that out-of-tree
 # projects can do
 #   find_package(MLBridge CONFIG REQUIRED)
-#   target_link_libraries(app PRIVATE MLBridge::Runtime)        # or RuntimeStatic
-# Components:
+#   target_link_libraries(app PRIVATE MLBridge::Core)           # or CoreStatic
+#   target_link_libraries(app PRIVATE MLBridge::Pipe)           # core + a runner
+#   target_link_libraries(app PRIVATE MLBridge::Runtime)        # every component
+# Exported targets: one per runtime component (runtime/CMakeLists.txt), shared
+# (MLBridge::<Name>) and static (MLBridge::<Name>Static): Core, Protobuf, Pipe,
+# Grpc, Onnx, TFAOT, CAPI (those this build has); MLBridge::Runtime and
+# MLBridge::RuntimeStatic link all of them.
+# Install components:
 #   mlbridge_dev      runtime libraries, headers, CMake package files
-#   mlbridge_plugins  the opt/llc/mlir-opt plugins
+#   mlbridge_plugins  the opt/llc/mlir-opt plugins, their runner modules and
+#                     the runtime libraries they load
 # e.g. `cmake --install <build> --prefix <dir> --component mlbridge_dev`.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -12,13 +19,13 @@ include(CMakePackageConfigHelpers)
 set(MLBRIDGE_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/MLBridge" CACHE STRING
     "Where the MLBridge CMake package files are installed (relative to the prefix)")
 
-# Runtime libraries, exported as MLBridge::Runtime and MLBridge::RuntimeStatic.
 set(_mlbridge_export_targets "")
-foreach(_mlbridge_pair "MLBridgeRuntime;Runtime" "MLBridgeRuntimeStatic;RuntimeStatic")
-  list(GET _mlbridge_pair 0 _mlbridge_target)
-  list(GET _mlbridge_pair 1 _mlbridge_export_name)
+foreach(_mlbridge_component ${MLBRIDGE_COMPONENTS})
+  list(APPEND _mlbridge_export_targets MLBridge${_mlbridge_component}
+    MLBridge${_mlbridge_component}Static)
+endforeach()
+foreach(_mlbridge_target MLBridgeRuntime MLBridgeRuntimeStatic)
   if(TARGET ${_mlbridge_target})
-    set_target_properties(${_mlbridge_target} PROPERTIES EXPORT_NAME ${_mlbridge_export_name})
     list(APPEND _mlbridge_export_targets ${_mlbridge_target})
   endif()
 endforeach()
@@ -53,21 +60,24 @@ if(IS_DIRECTORY ${PROJECT_BINARY_DIR}/include/mlbridge)
     FILES_MATCHING PATTERN "*.h" PATTERN "*.inc")
 endif()
 
-# Plugins, with libMLBridgePluginRuntime.so and the runner modules, into one
-# folder under the same file names as in the build tree: the plugins find
-# the plugin runtime through $ORIGIN, and it finds the modules beside itself
-# (docs/plugins.md, "Runner modules"). The ONNX module finds
-# libonnxruntime.so.1 where this build found it, as in the build tree.
+# Plugins, with the runtime libraries they link and the runner modules, into
+# one folder under the same file names as in the build tree: the plugins and
+# modules find the runtime libraries through $ORIGIN, and the plugins find
+# the modules beside themselves (docs/plugins.md, "Runner modules").
+# libMLBridgeOnnx.so and the ONNX module find libonnxruntime.so.1 where this
+# build found it, as in the build tree.
 if(MLBRIDGE_BUILD_PLUGINS AND MLBRIDGE_PLUGIN_TARGETS)
   set_property(TARGET ${MLBRIDGE_PLUGIN_TARGETS} APPEND PROPERTY
     INSTALL_RPATH "$ORIGIN")
   if(MLBRIDGE_ENABLE_ONNX AND TARGET MLBridgeRunnerOnnx)
+    # The module links libonnxruntime.so.1 directly too (MLBridge::Onnx
+    # links with --no-as-needed, runtime/CMakeLists.txt).
     get_filename_component(_mlbridge_plugin_ort_dir
       "${MLBRIDGE_ONNXRUNTIME_LIBRARY}" DIRECTORY)
     set_property(TARGET MLBridgeRunnerOnnx APPEND PROPERTY
       INSTALL_RPATH "${_mlbridge_plugin_ort_dir}")
   endif()
-  install(TARGETS ${MLBRIDGE_PLUGIN_TARGETS}
+  install(TARGETS ${MLBRIDGE_PLUGIN_TARGETS} ${MLBRIDGE_PLUGIN_COMPONENT_TARGETS}
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
     COMPONENT mlbridge_plugins)
 endif()

@@ -195,8 +195,9 @@ public:
   void setContext(llvm::StringRef Name);
   /// Ends the episode: Observe returns done from now on. Waits at most
   /// Options.EndTimeout for the trainer to see it, then stops the server.
-  /// Idempotent; evaluate() fails afterwards.
-  void finish();
+  /// Idempotent; evaluate() fails afterwards. Never fails (the
+  /// MLModelRunner::finish interface returns an llvm::Error).
+  llvm::Error finish() override;
 
 protected:
   llvm::Expected<TensorValue>

@@ -128,6 +128,23 @@ public:
   /// record. Passes may call it for every runner.
   virtual llvm::Error switchContext(llvm::StringRef Name);
 
+  /// The spec of the outcome (score, reward) this runner carries back to its
+  /// model with sendOutcome(), or none if it cannot carry outcomes. Only a
+  /// runner built with a score spec for a training model has one (the pipe
+  /// runner); the default has none.
+  virtual std::optional<TensorSpec> scoreSpec() const;
+
+  /// Reports the outcome of observation \p ObservationId of the current
+  /// context as \p Score, which must match scoreSpec(). The default fails,
+  /// naming that this runner cannot carry outcomes.
+  virtual llvm::Error sendOutcome(int64_t ObservationId,
+                                  const TensorValue &Score);
+
+  /// Ends the session (the end of an episode): a runner talking to another
+  /// process tells it and lets go of the connection; later evaluations
+  /// fail. Idempotent. The default does nothing.
+  virtual llvm::Error finish();
+
   /// Runs the model and returns its advice, checked against the advice spec
   /// (type and shape).
   llvm::Expected<TensorValue> evaluateChecked();

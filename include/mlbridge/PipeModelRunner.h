@@ -122,7 +122,10 @@ public:
   /// current context as an outcome message holding \p Score, which must match
   /// the options' score spec. The model does not reply. For training: send
   /// it once the consequence of the decision is known.
-  llvm::Error sendOutcome(int64_t ObservationId, const TensorValue &Score);
+  llvm::Error sendOutcome(int64_t ObservationId,
+                          const TensorValue &Score) override;
+  /// The options' score spec.
+  std::optional<TensorSpec> scoreSpec() const override { return Options.Score; }
 
   /// Changes the feature and advice specs (per-request specs): the next
   /// message is preceded by a new header, which replaces the first one on
@@ -134,7 +137,7 @@ public:
   /// Ends the session: sends the end record (unless disabled) and closes both
   /// FIFOs, so the model sees the end. Idempotent; later evaluations fail.
   /// The destructor calls it and drops its error.
-  llvm::Error finish();
+  llvm::Error finish() override;
 
   /// The options.
   const PipeModelRunnerOptions &options() const { return Options; }

@@ -7,6 +7,7 @@
 
 #include "mlbridge/ModelRegistry.h"
 #include "mlbridge/PipeModelRunner.h"
+#include "mlbridge/Registry.h"
 #include "plugins/runners/RunnerModule.h"
 #ifdef MLBRIDGE_HAVE_TF_AOT
 #include "mlbridge/TFAOTModelRunner.h"
@@ -152,21 +153,24 @@ Expected<RegisteredModel> modelFor(const RunnerConfig &Config,
 }
 
 #if defined(MLBRIDGE_HAVE_GRPC) || defined(MLBRIDGE_HAVE_ONNX)
-/// A runner built by the runner module \p Kind (RunnerModule.h): the
-/// module, and the heavy libraries it links, are loaded on first use only.
+/// The runner registered as \p Kind's name by the components of the runner
+/// module \p Module (RunnerModule.h): the module, and the heavy libraries it
+/// links, are loaded on first use only.
 Expected<std::unique_ptr<MLModelRunner>>
-createModuleRunner(RunnerModuleKind Kind, StringRef Target,
+createModuleRunner(RunnerModuleKind Module, RunnerKind Kind, StringRef Target,
                    const RunnerConfig &Config, std::vector<TensorSpec> Features,
                    TensorSpec Advice) {
-  Expected<const RunnerModuleInfo &> Module = loadRunnerModule(Kind);
-  if (!Module)
-    return Module.takeError();
-  if (!Module->CreateRunner)
-    return createStringError(std::make_error_code(std::errc::not_supported),
-                             "the runner module " + runnerModuleFileName(Kind) +
-                                 " was built without its runner");
-  return Module->CreateRunner(Target, Config.Timeout, std::move(Features),
-                              std::move(Advice));
+  if (Expected<const RunnerModuleInfo &> Loaded = loadRunnerModule(Module);
+      !Loaded)
+    return Loaded.takeError();
+  RunnerFactoryFn Factory = lookupRunner(runnerKindName(Kind));
+  if (!Factory)
+    return createStringError(
+        std::make_error_code(std::errc::not_supported),
+        "the runner module " + runnerModuleFileName(Module) +
+            " registered no " + runnerKindName(Kind) + " runner");
+  return Factory(Target, Config.Timeout, std::move(Features),
+                 std::move(Advice));
 }
 #endif
 
@@ -205,8 +209,9 @@ createModelRunner(const RunnerConfig &Config, std::vector<TensorSpec> Features,
               Config.optionName("address") + " is for " +
               Config.optionName("runner") + "=grpc)");
 #ifdef MLBRIDGE_HAVE_PROTOBUF
-    // The protobuf SerDes lives in the gRPC runner module: a module that
-    // cannot be loaded is an error here rather than at the first message.
+    // The protobuf SerDes (libMLBridgeProtobuf.so) comes with the gRPC
+    // runner module: a module that cannot be loaded is an error here rather
+    // than at the first message.
     if (Config.SerDes == SerDesKind::Protobuf)
       if (Expected<const RunnerModuleInfo &> Module =
               loadRunnerModule(RunnerModuleKind::Grpc);
@@ -218,6 +223,7 @@ createModelRunner(const RunnerConfig &Config, std::vector<TensorSpec> Features,
     O.Kind = Config.SerDes;
     O.ConnectTimeout = Config.Timeout;
     O.Timeout = Config.Timeout;
+    O.Score = Config.Score;
     auto R = PipeModelRunner::create(std::move(Features), std::move(Advice),
                                      std::move(O));
     if (!R)
@@ -244,8 +250,9 @@ createModelRunner(const RunnerConfig &Config, std::vector<TensorSpec> Features,
               "' is not supported (omit " + Config.optionName("serdes") +
               ", or use protobuf)");
 #ifdef MLBRIDGE_HAVE_GRPC
-    return createModuleRunner(RunnerModuleKind::Grpc, Config.Address, Config,
-                              std::move(Features), std::move(Advice));
+    return createModuleRunner(RunnerModuleKind::Grpc, RunnerKind::Grpc,
+                              Config.Address, Config, std::move(Features),
+                              std::move(Advice));
 #else
     return createStringError(std::errc::not_supported,
                              "mlbridge was built without gRPC (configure with "
@@ -257,8 +264,9 @@ createModelRunner(const RunnerConfig &Config, std::vector<TensorSpec> Features,
     if (!Model)
       return Model.takeError();
 #ifdef MLBRIDGE_HAVE_ONNX
-    return createModuleRunner(RunnerModuleKind::Onnx, Model->Path, Config,
-                              std::move(Features), std::move(Advice));
+    return createModuleRunner(RunnerModuleKind::Onnx, RunnerKind::Onnx,
+                              Model->Path, Config, std::move(Features),
+                              std::move(Advice));
 #else
     return createStringError(std::errc::not_supported,
                              "mlbridge was built without ONNX Runtime "

@@ -80,6 +80,10 @@ struct RunnerConfig {
   /// deadline of each call and the bound of the connection wait.
   std::chrono::milliseconds Timeout{60000};
   ModelFailurePolicy OnFailure = ModelFailurePolicy::Fail;
+  /// The spec of the outcome a training model receives after each decision
+  /// (MLModelRunner::sendOutcome). Runners that cannot carry outcomes (all
+  /// but the pipe runner) ignore it: their scoreSpec() is empty.
+  std::optional<TensorSpec> Score;
   /// How the options these settings came from are spelled, so that error
   /// messages name the option to fix: `-mlbridge-` gives `-mlbridge-channel`;
   /// MLIR pass options use an empty prefix and no dash (OptionDash false).

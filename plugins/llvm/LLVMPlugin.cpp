@@ -18,8 +18,6 @@
 #include "plugins/common/Advisors.h"
 #include "plugins/common/RunnerCommandLine.h"
 
-#include "mlbridge/PipeModelRunner.h"
-
 #include "llvm/Analysis/InlineAdvisor.h"
 #include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/Module.h"
@@ -283,40 +281,15 @@ cl::opt<bool> PhaseOrderTrace(
              "pipeline, code size before and after)"),
     cl::init(false), cl::cat(MLBridgeCategory));
 
-// The runner of one episode. A pipe runner also gets the score spec, so the
-// code size after each step reaches a training agent as an outcome; other
-// runners have no reward channel.
+// The runner of one episode. It gets the score spec, so that a runner that
+// carries outcomes (a pipe runner to a training agent) reports the code size
+// after each step; other runners have no reward channel (empty scoreSpec()).
 Expected<mlbridge::passes::PhaseOrderAgent>
-makePhaseOrderAgent(const mlbridge::plugins::RunnerConfig &Config,
+makePhaseOrderAgent(mlbridge::plugins::RunnerConfig Config,
                     unsigned ActionCount,
                     std::vector<mlbridge::TensorSpec> Features,
                     mlbridge::TensorSpec Advice, mlbridge::TensorSpec Score) {
-  using mlbridge::plugins::RunnerKind;
-  Expected<RunnerKind> Kind = mlbridge::plugins::resolveRunnerKind(Config);
-  if (!Kind)
-    return Kind.takeError();
-  mlbridge::passes::PhaseOrderAgent Agent;
-  // Other combinations go to createModelRunner, which names what is wrong.
-  if (*Kind == RunnerKind::Pipe && !Config.Channel.empty() &&
-      Config.Address.empty() && Config.Model.empty()) {
-    mlbridge::PipeModelRunnerOptions O;
-    O.ChannelBase = Config.Channel;
-    O.Kind = Config.SerDes;
-    O.ConnectTimeout = Config.Timeout;
-    O.Timeout = Config.Timeout;
-    O.Score = std::move(Score);
-    auto R = mlbridge::PipeModelRunner::create(std::move(Features),
-                                               std::move(Advice), std::move(O));
-    if (!R)
-      return R.takeError();
-    mlbridge::PipeModelRunner *Pipe = R->get();
-    Agent.ReportOutcome = [Pipe](int64_t Step,
-                                 const mlbridge::TensorValue &Size) {
-      return Pipe->sendOutcome(Step, Size);
-    };
-    Agent.Runner = std::move(*R);
-    return Agent;
-  }
+  Config.Score = std::move(Score);
   // The built-in order: action i at step i, then stop (action N).
   auto Builtin = [ActionCount](ArrayRef<mlbridge::TensorRef> Features)
       -> Expected<mlbridge::TensorValue> {
@@ -328,6 +301,14 @@ makePhaseOrderAgent(const mlbridge::plugins::RunnerConfig &Config,
                                                 std::move(Advice), Builtin);
   if (!R)
     return R.takeError();
+  mlbridge::passes::PhaseOrderAgent Agent;
+  if ((*R)->scoreSpec()) {
+    mlbridge::MLModelRunner *Runner = R->get();
+    Agent.ReportOutcome = [Runner](int64_t Step,
+                                   const mlbridge::TensorValue &Size) {
+      return Runner->sendOutcome(Step, Size);
+    };
+  }
   Agent.Runner = std::move(*R);
   return Agent;
 }

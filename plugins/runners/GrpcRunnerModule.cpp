@@ -5,59 +5,21 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// The runner module with everything that needs libprotobuf: the gRPC runner
-/// (when built with gRPC) and the protobuf SerDes (RunnerModule.h).
+/// The runner module that brings libprotobuf into the process: it links
+/// libMLBridgeProtobuf.so (the protobuf SerDes) and, when built with gRPC,
+/// libMLBridgeGrpc.so (the gRPC runner), which register themselves with the
+/// core when the module is loaded (RunnerModule.h).
 ///
 //===----------------------------------------------------------------------===//
 #include "plugins/runners/RunnerModule.h"
 
-#ifdef MLBRIDGE_HAVE_GRPC
-#include "mlbridge/GrpcModelRunner.h"
-#endif
+#include "llvm/Support/Compiler.h"
 
-#include <algorithm>
-
-using namespace llvm;
-using namespace mlbridge;
 using namespace mlbridge::plugins;
 
-#ifdef MLBRIDGE_HAVE_GRPC
-static Expected<std::unique_ptr<MLModelRunner>>
-createGrpcRunner(StringRef Address, std::chrono::milliseconds Timeout,
-                 std::vector<TensorSpec> Features, TensorSpec Advice) {
-  GrpcModelRunnerOptions O;
-  O.Address = Address.str();
-  O.Timeout = Timeout;
-  O.ConnectTimeout = Timeout;
-  // Reconnection back-off: never longer than the connection bound, at most
-  // one second.
-  O.InitialBackoff = std::min(O.InitialBackoff, Timeout);
-  O.MaxBackoff =
-      std::clamp(Timeout, O.InitialBackoff, std::chrono::milliseconds(1000));
-  auto R = GrpcModelRunner::create(std::move(Features), std::move(Advice),
-                                   std::move(O));
-  if (!R)
-    return R.takeError();
-  return std::unique_ptr<MLModelRunner>(std::move(*R));
-}
-#endif
-
-// The module's own createProtobufSerDes (Protobuf.cpp), linked in here; the
-// one in libMLBridgePluginRuntime.so forwards to this one.
-static std::unique_ptr<SerDes>
-createModuleProtobufSerDes(const DecoderLimits &Limits) {
-  return createProtobufSerDes(Limits);
-}
-
 extern "C" LLVM_ATTRIBUTE_VISIBILITY_DEFAULT const RunnerModuleInfo *
-mlbridge_runner_module_v1() {
+mlbridge_runner_module_v2() {
   static const RunnerModuleInfo Info = {
-      RunnerModuleABIVersion, MLBRIDGE_VERSION, RunnerModuleKind::Grpc,
-#ifdef MLBRIDGE_HAVE_GRPC
-      createGrpcRunner,
-#else
-      nullptr,
-#endif
-      createModuleProtobufSerDes};
+      RunnerModuleABIVersion, MLBRIDGE_VERSION, RunnerModuleKind::Grpc};
   return &Info;
 }

@@ -5,49 +5,43 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// The model runners with heavy dependencies live in runner modules that the
-/// plugins load only when a run uses them, so that a compilation with the
-/// callback, pipe or TF AOT runner never maps gRPC, Abseil, OpenSSL,
-/// protobuf or ONNX Runtime (docs/plugins.md, "Runner modules"):
+/// The model runners with heavy dependencies are loaded only when a run uses
+/// them, so that a compilation with the callback, pipe or TF AOT runner never
+/// maps gRPC, Abseil, OpenSSL, protobuf or ONNX Runtime (docs/plugins.md,
+/// "Runner modules"). A runner module is a small shared object beside the
+/// plugins over the runtime components it brings into the process:
 ///
-///   MLBridgeRunnerGrpc.so  the gRPC runner and the protobuf SerDes (both
-///                          need libprotobuf; the generated tensor.pb code
-///                          must exist once per process)
-///   MLBridgeRunnerOnnx.so  the ONNX Runtime runner
+///   MLBridgeRunnerGrpc.so  libMLBridgeGrpc.so and libMLBridgeProtobuf.so:
+///                          the gRPC runner and the protobuf SerDes
+///   MLBridgeRunnerOnnx.so  libMLBridgeOnnx.so: the ONNX Runtime runner
 ///
-/// Both link libMLBridgePluginRuntime.so, the one copy of the rest of the
-/// runtime in the process (which the plugins link too), so the C++ objects
-/// that cross the boundary (TensorSpec, MLModelRunner, SerDes, llvm::Error
-/// and its class IDs) have one definition. The interface is C++: the modules
-/// must come from the same build as the plugins, which the loader checks
-/// (ABI version and mlbridge version).
+/// Those components register their runners and SerDes with the core's
+/// registry (mlbridge/Registry.h) when they are loaded; the plugins then find
+/// them by name. The module itself only tells which build it comes from, so
+/// that a module of another build is refused with a message rather than used.
 ///
 //===----------------------------------------------------------------------===//
 #ifndef MLBRIDGE_PLUGINS_RUNNERS_RUNNERMODULE_H
 #define MLBRIDGE_PLUGINS_RUNNERS_RUNNERMODULE_H
 
-#include "mlbridge/MLModelRunner.h"
-#include "mlbridge/SerDes/SerDes.h"
-
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
-#include <chrono>
-#include <memory>
-#include <vector>
+#include <string>
 
 namespace mlbridge::plugins {
 
 /// Bumped whenever RunnerModuleInfo or the meaning of its members changes.
-inline constexpr unsigned RunnerModuleABIVersion = 1;
+inline constexpr unsigned RunnerModuleABIVersion = 2;
 
 /// The entry point every module exports (extern "C", default visibility).
-#define MLBRIDGE_RUNNER_MODULE_ENTRY "mlbridge_runner_module_v1"
+#define MLBRIDGE_RUNNER_MODULE_ENTRY "mlbridge_runner_module_v2"
 
 /// The runner modules.
 enum class RunnerModuleKind { Grpc, Onnx };
 
-/// What a runner module offers; a module returns a pointer to a static one.
+/// What a runner module tells about itself; a module returns a pointer to a
+/// static one.
 struct RunnerModuleInfo {
   /// RunnerModuleABIVersion of the module's build.
   unsigned ABIVersion;
@@ -55,15 +49,6 @@ struct RunnerModuleInfo {
   const char *MLBridgeVersion;
   /// Which module this is.
   RunnerModuleKind Kind;
-  /// Builds the module's runner for \p Features and \p Advice. \p Target is
-  /// the gRPC server's `host:port` or the ONNX model file; \p Timeout bounds
-  /// every wait. Null if the module was built without its runner (the gRPC
-  /// module with protobuf but without gRPC).
-  llvm::Expected<std::unique_ptr<MLModelRunner>> (*CreateRunner)(
-      llvm::StringRef Target, std::chrono::milliseconds Timeout,
-      std::vector<TensorSpec> Features, TensorSpec Advice);
-  /// The protobuf SerDes (gRPC module only; null in the others).
-  std::unique_ptr<SerDes> (*CreateProtobufSerDes)(const DecoderLimits &Limits);
 };
 
 /// The signature of MLBRIDGE_RUNNER_MODULE_ENTRY.
@@ -72,13 +57,13 @@ using RunnerModuleEntry = const RunnerModuleInfo *();
 /// The file name of \p Kind's module ("MLBridgeRunnerOnnx.so").
 llvm::StringRef runnerModuleFileName(RunnerModuleKind Kind);
 
-/// The folder the modules are looked up in: the one that holds
-/// libMLBridgePluginRuntime.so, i.e. the plugins' own folder.
+/// The folder the modules are looked up in: the plugin's own folder.
 std::string runnerModuleDirectory();
 
 /// Loads \p Kind's module once per process (later calls return the same
-/// module, or the same error) and checks that it comes from this build. The
-/// error names the file and how to get it.
+/// module, or the same error) and checks that it comes from this build; its
+/// components have then registered their runners and SerDes. The error names
+/// the file and how to get it.
 llvm::Expected<const RunnerModuleInfo &>
 loadRunnerModule(RunnerModuleKind Kind);
 

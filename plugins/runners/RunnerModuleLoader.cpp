@@ -5,9 +5,9 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// Part of libMLBridgePluginRuntime.so: finds a runner module beside this
-/// library and loads it with dlopen. Also defines createProtobufSerDes() for
-/// this library, forwarding to the gRPC module, which holds the protobuf code.
+/// Part of each plugin: finds a runner module beside the plugin and loads it
+/// with dlopen; the runtime components the module links register their
+/// runners and SerDes with the core as they are loaded.
 ///
 //===----------------------------------------------------------------------===//
 #include "plugins/runners/RunnerModule.h"
@@ -41,7 +41,7 @@ static StringRef runnerModuleWhat(RunnerModuleKind Kind) {
              : "ONNX Runtime runner module";
 }
 
-/// An address inside this library, for dladdr.
+/// An address inside this plugin, for dladdr.
 static const char ThisLibraryAnchor = 0;
 
 std::string runnerModuleDirectory() {
@@ -116,49 +116,3 @@ Expected<const RunnerModuleInfo &> loadRunnerModule(RunnerModuleKind Kind) {
 }
 
 } // namespace mlbridge::plugins
-
-#ifdef MLBRIDGE_HAVE_PROTOBUF
-namespace mlbridge {
-
-namespace {
-
-/// Stands in for the protobuf SerDes when the gRPC module cannot be loaded:
-/// every operation fails with the reason, since createProtobufSerDes()
-/// cannot. (RunnerFactory loads the module up front and reports the error
-/// when the runner is built.)
-class UnavailableProtobufSerDes final : public SerDes {
-public:
-  UnavailableProtobufSerDes(const DecoderLimits &Limits, std::string Why)
-      : SerDes(SerDesKind::Protobuf, Limits), Why(std::move(Why)) {}
-  Error encodeHeader(const Header &, std::string &) override { return fail(); }
-  Error encodeContext(StringRef, std::string &) override { return fail(); }
-  Error encodeMessage(MessageKind, int64_t, ArrayRef<TensorRef>,
-                      std::string &) override {
-    return fail();
-  }
-  Error encodeEnd(std::string &) override { return fail(); }
-  Expected<std::optional<Record>> decode(ByteReader &) override {
-    return fail();
-  }
-
-private:
-  Error fail() const {
-    return createStringError(inconvertibleErrorCode(),
-                             "the protobuf SerDes is unavailable: " + Why);
-  }
-  std::string Why;
-};
-
-} // namespace
-
-std::unique_ptr<SerDes> createProtobufSerDes(const DecoderLimits &Limits) {
-  Expected<const plugins::RunnerModuleInfo &> Module =
-      plugins::loadRunnerModule(plugins::RunnerModuleKind::Grpc);
-  if (!Module)
-    return std::make_unique<UnavailableProtobufSerDes>(
-        Limits, toString(Module.takeError()));
-  return Module->CreateProtobufSerDes(Limits);
-}
-
-} // namespace mlbridge
-#endif // MLBRIDGE_HAVE_PROTOBUF

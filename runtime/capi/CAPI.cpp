@@ -584,9 +584,10 @@ mlbridge_status mlbridge_runner_switch_context(mlbridge_runner *Runner,
 mlbridge_status mlbridge_runner_finish(mlbridge_runner *Runner) {
   if (!Runner)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, "null runner");
-  if (Runner->Pipe)
-    if (Error E = Runner->Pipe->finish())
-      return fail(MLBRIDGE_ERROR_MODEL, std::move(E));
+  // Every runner can finish (MLModelRunner::finish); the pipe runner's ends
+  // the session.
+  if (Error E = Runner->Runner->finish())
+    return fail(MLBRIDGE_ERROR_MODEL, std::move(E));
   return MLBRIDGE_OK;
 }
 

@@ -1,6 +1,6 @@
 """The gRPC services: the Python model server and trainer against the C++ runners.
 
-The C++ side is ``mlbridge-grpc-tool`` (tools/grpc-tool), a compiler stand-in built with
+The C++ side is ``mlbridge-grpc-tool`` (test/tools/grpc-tool), a compiler stand-in built with
 the runtime, found in ``$MLBRIDGE_BUILD_DIR`` or ``<repo>/build``; a missing tool is a
 failure, never a skip. Every wait is bounded; nothing asserts on speed.
 """

@@ -1,6 +1,6 @@
 """Training mode with a user's own service: a Python trainer drives the C++ compiler.
 
-The compiler side is ``mlbridge-grpc-tool train-user`` (tools/grpc-tool), serving the
+The compiler side is ``mlbridge-grpc-tool train-user`` (test/tools/grpc-tool), serving the
 ``InlinerEnv`` service of test/unit/user_service.proto through ``GrpcUserTrainingService``;
 it loads the message types from a descriptor set. The trainer uses nothing of mlbridge's
 but the ready file: its stub and messages are generated from the proto at test time with

@@ -646,7 +646,7 @@ TEST(GrpcCompilerServer, PythonTrainerDrivesOneEpisode) {
     ASSERT_TRUE(!!Y) << errorText(Y.takeError());
     EXPECT_EQ(*Y, 15 * I + I) << "round " << I; // x * 3 + id
   }
-  S->finish();
+  EXPECT_FALSE(llvm::errorToBool(S->finish()));
   EXPECT_EQ(Trainer.wait(30), 0);
   Expected<int64_t> After = S->evaluate<int64_t>();
   ASSERT_FALSE(!!After);
@@ -796,7 +796,7 @@ void runEpisode(GrpcCompilerServer &S, int64_t Rounds) {
     ASSERT_TRUE(!!Y) << errorText(Y.takeError());
     EXPECT_EQ(*Y, 15 * I + I) << "round " << I; // x * 3 + step
   }
-  S.finish();
+  EXPECT_FALSE(llvm::errorToBool(S.finish()));
 }
 
 std::vector<Seen> expectedSeen(int64_t Rounds) {

@@ -20,6 +20,20 @@ MLModelRunner::~MLModelRunner() = default;
 
 Error MLModelRunner::switchContext(StringRef) { return Error::success(); }
 
+std::optional<TensorSpec> MLModelRunner::scoreSpec() const {
+  return std::nullopt;
+}
+
+Error MLModelRunner::sendOutcome(int64_t, const TensorValue &Score) {
+  return createStringError(std::make_error_code(std::errc::not_supported),
+                           "this runner cannot carry outcomes (the score '" +
+                               Twine(Score.name()) +
+                               "' has nowhere to go): only a pipe runner "
+                               "made with a score spec can");
+}
+
+Error MLModelRunner::finish() { return Error::success(); }
+
 Error MLModelRunner::checkSpecs(ArrayRef<TensorSpec> FeatureSpecs,
                                 const TensorSpec &AdviceSpec) {
   StringSet<> Seen;

@@ -205,7 +205,8 @@ int main(int Argc, char **Argv) {
     for (int64_t I = 0; I < Rounds; ++I)
       if (Error E = decide(**R, I, Seed))
         return fail(std::move(E));
-    (*R)->finish();
+    if (Error E = (*R)->finish())
+      return fail(std::move(E));
     return 0;
   }
   return usage();

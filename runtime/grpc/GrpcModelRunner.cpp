@@ -1070,7 +1070,7 @@ GrpcCompilerServer::GrpcCompilerServer(PrivateTag,
                                        std::unique_ptr<Impl> I)
     : MLModelRunner(std::move(Features), std::move(Advice)), I(std::move(I)) {}
 
-GrpcCompilerServer::~GrpcCompilerServer() { finish(); }
+GrpcCompilerServer::~GrpcCompilerServer() { consumeError(finish()); }
 
 const std::string &GrpcCompilerServer::address() const {
   return I->BoundAddress;
@@ -1236,9 +1236,9 @@ GrpcCompilerServer::evaluateUntyped(ArrayRef<TensorRef> Features) {
   return Result;
 }
 
-void GrpcCompilerServer::finish() {
+Error GrpcCompilerServer::finish() {
   if (I->Finished)
-    return;
+    return Error::success();
   I->Finished = true;
   Episode &E = *I->E;
   {
@@ -1263,6 +1263,7 @@ void GrpcCompilerServer::finish() {
   I->Server->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(500));
   I->Server->Wait();
+  return Error::success();
 }
 
 } // namespace mlbridge

@@ -7,6 +7,8 @@
 #include "mlbridge/SerDes/SerDes.h"
 #include "Common.h"
 
+#include "mlbridge/Registry.h"
+
 using namespace llvm;
 
 namespace mlbridge {
@@ -135,13 +137,14 @@ Expected<std::unique_ptr<SerDes>> createSerDes(SerDesKind Kind,
   case SerDesKind::JSON:
     return createJSONSerDes(Limits);
   case SerDesKind::Protobuf:
-#ifdef MLBRIDGE_HAVE_PROTOBUF
-    return createProtobufSerDes(Limits);
-#else
-    return createStringError(inconvertibleErrorCode(),
-                             "mlbridge was built without protobuf "
-                             "(MLBRIDGE_ENABLE_PROTOBUF=OFF)");
-#endif
+    // An optional component (MLBridge::Protobuf): registered when loaded.
+    if (SerDesFactoryFn Factory = lookupSerDes(serDesKindName(Kind)))
+      return Factory(Limits);
+    return createStringError(
+        std::make_error_code(std::errc::not_supported),
+        "the protobuf SerDes is not loaded: link the MLBridge::Protobuf "
+        "library (libMLBridgeProtobuf; mlbridge builds it with "
+        "MLBRIDGE_ENABLE_PROTOBUF=ON)");
   }
   llvm_unreachable("unknown SerDes kind");
 }
