@@ -421,7 +421,8 @@ Expected<std::string> checkTrustedFile(StringRef Path, StringRef What) {
         " who runs this or to root, so its owner would decide what runs here; "
         "copy it into a folder of yours (or chown it) and pass that path");
   if (St.st_mode & (S_IWGRP | S_IWOTH))
-    return makeError("refusing to load " + Named + ": its group or others may "
+    return makeError("refusing to load " + Named +
+                     ": its group or others may "
                      "write it (mode " +
                      Mode(St.st_mode) + "); fix: chmod go-w " + Real);
   // Every folder above it: whoever may write one may replace the file.
@@ -439,8 +440,10 @@ Expected<std::string> checkTrustedFile(StringRef Path, StringRef What) {
     if ((St.st_mode & (S_IWGRP | S_IWOTH)) && !(St.st_mode & S_ISVTX))
       return makeError("refusing to load " + Named + ": its folder " + D +
                        " may be written by its group or others (mode " +
-                       Mode(St.st_mode) + "), who could replace the file; "
-                       "fix: chmod go-w " + D + ", or move the file");
+                       Mode(St.st_mode) +
+                       "), who could replace the file; "
+                       "fix: chmod go-w " +
+                       D + ", or move the file");
     if (D == "/")
       break;
     Dir = sys::path::parent_path(Dir);

@@ -110,9 +110,9 @@ std::string describeUser(unsigned Uid);
 /// folder); the file must pass checkTrustedFile(). Otherwise it is a name
 /// looked up in \p RegistryDir (default: defaultModelRegistryDir()), and
 /// nothing else: a file of that name in the working folder is never loaded
-/// implicitly (the error says to write `./NAME` if that is meant). A model given by
-/// path gets its kind from the extension: `.onnx` (Inputs/Outputs empty:
-/// the runner reads them from the model), or `.so` (a shared object; its
+/// implicitly (the error says to write `./NAME` if that is meant). A model
+/// given by path gets its kind from the extension: `.onnx` (Inputs/Outputs
+/// empty: the runner reads them from the model), or `.so` (a shared object; its
 /// specs come from the `<stem>.specs.json` sidecar `mlbridge aot` writes, or
 /// are left empty for the runner to read from the model's ABI).
 ///

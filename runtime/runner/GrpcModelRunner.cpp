@@ -261,10 +261,11 @@ makeUserMethodCall(const GrpcUserMethod &M, ArrayRef<TensorSpec> Features,
 /// that the caller parses the reply itself and can say that it could not be
 /// parsed (gRPC's typed stubs report that as "UNIMPLEMENTED: No message
 /// returned for unary request").
-static grpc::Status rawUnaryCall(grpc::GenericStub &Stub, const std::string &Method,
-                          const std::string &Request,
-                          std::chrono::milliseconds Timeout,
-                          std::string &ReplyBytes) {
+static grpc::Status rawUnaryCall(grpc::GenericStub &Stub,
+                                 const std::string &Method,
+                                 const std::string &Request,
+                                 std::chrono::milliseconds Timeout,
+                                 std::string &ReplyBytes) {
   grpc::Slice Slice(Request);
   grpc::ByteBuffer RequestBuffer(&Slice, 1);
   grpc::ByteBuffer Reply;
@@ -278,8 +279,7 @@ static grpc::Status rawUnaryCall(grpc::GenericStub &Stub, const std::string &Met
     std::unique_ptr<grpc::GenericClientAsyncResponseReader> Call =
         Stub.PrepareUnaryCall(&Ctx, Method, RequestBuffer, &CQ);
     if (!Call)
-      return grpc::Status(grpc::StatusCode::INTERNAL,
-                          "cannot start the call");
+      return grpc::Status(grpc::StatusCode::INTERNAL, "cannot start the call");
     Call->StartCall();
     static char Tag;
     Call->Finish(&Reply, &S, &Tag);
@@ -304,7 +304,8 @@ static grpc::Status rawUnaryCall(grpc::GenericStub &Stub, const std::string &Met
 }
 
 /// The full method name of ModelService/Evaluate.
-static constexpr const char *EvaluateMethod = "/mlbridge.v1.ModelService/Evaluate";
+static constexpr const char *EvaluateMethod =
+    "/mlbridge.v1.ModelService/Evaluate";
 
 struct GrpcModelRunner::Impl {
   GrpcModelRunnerOptions Options;

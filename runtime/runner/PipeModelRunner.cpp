@@ -138,9 +138,9 @@ constexpr const char *PrivateFolderFix =
 Error checkChannelStat(const struct stat &St, const std::string &Path,
                        bool Regular) {
   if (Regular ? !S_ISREG(St.st_mode) : !S_ISFIFO(St.st_mode))
-    return pipeError(std::errc::invalid_argument,
-                     Path + (Regular ? " is not a regular file"
-                                     : " is not a FIFO"));
+    return pipeError(
+        std::errc::invalid_argument,
+        Path + (Regular ? " is not a regular file" : " is not a FIFO"));
   uid_t Me = ::geteuid();
   if (St.st_uid != Me)
     return pipeError(std::errc::permission_denied,
@@ -407,8 +407,8 @@ Error PipeModelRunner::readExtensions() {
   if (FD < 0) {
     if (errno == ENOENT)
       return Error::success(); // a host that only knows LLVM's protocol
-    return pipeError(std::errc::io_error, "cannot read " + ExtPath + ": " +
-                                              std::strerror(errno));
+    return pipeError(std::errc::io_error,
+                     "cannot read " + ExtPath + ": " + std::strerror(errno));
   }
   auto Close = llvm::make_scope_exit([FD] { ::close(FD); });
   if (Error E = checkChannelFD(FD, ExtPath, /*Regular=*/true))
@@ -422,8 +422,8 @@ Error PipeModelRunner::readExtensions() {
     if (N < 0 && errno == EINTR)
       continue;
     if (N < 0)
-      return pipeError(std::errc::io_error, "cannot read " + ExtPath + ": " +
-                                                std::strerror(errno));
+      return pipeError(std::errc::io_error,
+                       "cannot read " + ExtPath + ": " + std::strerror(errno));
     if (N == 0)
       break;
     Got += static_cast<size_t>(N);
@@ -534,8 +534,8 @@ Error PipeModelRunner::connect() {
   if (Error E = checkChannelPath(OutPath))
     return fail(std::move(E));
   while (OutFD < 0) {
-    OutFD = ::open(OutPath.c_str(),
-                   O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+    OutFD =
+        ::open(OutPath.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
     if (OutFD >= 0) {
       if (Error E = checkChannelFD(OutFD, OutPath))
         return fail(std::move(E));

@@ -19,12 +19,12 @@
 #include "gtest/gtest.h"
 
 #include <atomic>
-#include <pwd.h>
-#include <unistd.h>
 #include <cmath>
 #include <limits>
+#include <pwd.h>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace mlbridge;
@@ -80,7 +80,8 @@ TEST(OnnxModelRunnerTest, RuntimeVersionIsChecked) {
 TEST(OnnxModelRunnerTest, RefusesAModelAnotherUserControls) {
   ASSERT_EQ(::geteuid(), 0u) << "chown needs root";
   llvm::SmallString<128> Dir;
-  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("mlbridge-onnx-trust", Dir));
+  ASSERT_FALSE(
+      llvm::sys::fs::createUniqueDirectory("mlbridge-onnx-trust", Dir));
   std::string Copy = (Dir + "/multi_input.onnx").str();
   ASSERT_FALSE(llvm::sys::fs::copy_file(modelPath("multi_input.onnx"), Copy));
   struct passwd *Nobody = ::getpwnam("nobody");

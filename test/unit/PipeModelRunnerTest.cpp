@@ -573,7 +573,8 @@ TEST_F(PipeRunnerTest, RecordSerDesEndsTheSessionWithoutAnnouncement) {
 /// The uid and gid of user nobody (the tests run as root, which may chown).
 std::pair<uid_t, gid_t> nobody() {
   struct passwd *P = ::getpwnam("nobody");
-  return P ? std::pair(P->pw_uid, P->pw_gid) : std::pair(uid_t(65534), gid_t(65534));
+  return P ? std::pair(P->pw_uid, P->pw_gid)
+           : std::pair(uid_t(65534), gid_t(65534));
 }
 
 /// The error of connecting a runner (no FIFO creation) to \p Base.
@@ -618,8 +619,9 @@ TEST_F(PipeRunnerTest, RefusesFifosOthersMayWrite) {
   }
   ASSERT_EQ(::chmod((Base + ".in").c_str(), 0622), 0);
   std::string Msg = connectError(Base);
-  EXPECT_CONTAINS(Msg, "refusing " + Base + ".in: its group or others may "
-                                         "write it (mode 0622)");
+  EXPECT_CONTAINS(Msg, "refusing " + Base +
+                           ".in: its group or others may "
+                           "write it (mode 0622)");
   for (const char *Ext : {".in", ".out"})
     ::unlink((Base + Ext).c_str());
 }
@@ -651,8 +653,9 @@ TEST_F(PipeRunnerTest, RefusesAnExtensionsFileOfAnotherUser) {
         Model.read(1);
     });
     std::string Msg = errorText(R->connect());
-    EXPECT_CONTAINS(Msg, "refusing " + Base + ".ext: it belongs to user "
-                                          "'nobody'");
+    EXPECT_CONTAINS(Msg, "refusing " + Base +
+                             ".ext: it belongs to user "
+                             "'nobody'");
   }
   R.reset();
   ::unlink((Base + ".ext").c_str());

@@ -24,8 +24,8 @@
 #include <dlfcn.h>
 #include <pwd.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <thread>
+#include <unistd.h>
 
 using namespace mlbridge;
 using namespace mlbridge::test;
