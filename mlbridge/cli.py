@@ -11,8 +11,10 @@ import importlib
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,8 +232,6 @@ def _add_serve_arguments(p: argparse.ArgumentParser) -> None:
 
 def _run_serve(args: argparse.Namespace) -> int:
     import logging
-    import signal
-    import threading
 
     # A policy's exception is logged with its traceback (mlbridge.compiler.grpc) on stderr.
     logging.basicConfig(format=f"{PROG} serve: %(levelname)s: %(message)s")
@@ -273,7 +273,52 @@ def _run_serve(args: argparse.Namespace) -> int:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+    stuck = server.in_flight
+    if stuck:
+        # A policy call that outlived the grace keeps a worker thread, which the
+        # interpreter would wait for at exit: the stop would take as long as the call.
+        _status(
+            f"stopped after {server.evaluated} decisions; {stuck} policy "
+            f"call{'' if stuck == 1 else 's'} still running after the 1 s grace "
+            f"{'was' if stuck == 1 else 'were'} abandoned"
+        )
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     _status(f"stopped after {server.evaluated} decisions")
+    return 0
+
+
+# -- pipe ---------------------------------------------------------------------------------
+
+
+def _add_pipe_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="pipe_command", metavar="ACTION", required=True)
+    clean = sub.add_parser(
+        "clean",
+        help="remove the FIFO folders and gym working folders of processes that are gone",
+        description=(
+            "Remove the private channel folders (mlbridge-pipe-<pid>-*, holding only FIFOs "
+            "and announcements) and gym working folders (mlbridge-gym-<pid>-*) of this user "
+            "whose process no longer exists, e.g. a model killed by SIGKILL. Prints each "
+            "folder removed. (Every new channel sweeps them too.)"
+        ),
+    )
+    clean.add_argument(
+        "--dir",
+        metavar="DIR",
+        help="where to look (default: the temporary folder, $TMPDIR or /tmp)",
+    )
+
+
+def _run_pipe(args: argparse.Namespace) -> int:
+    from mlbridge.compiler.pipe import GYM_PREFIX, remove_stale_channels
+
+    removed = remove_stale_channels(args.dir)
+    removed += remove_stale_channels(args.dir, prefix=GYM_PREFIX)
+    for path in removed:
+        print(path)
+    _status(f"removed {len(removed)} stale folder{'' if len(removed) == 1 else 's'}")
     return 0
 
 
@@ -343,6 +388,16 @@ COMMANDS: list[Command] = [
         ),
         add_arguments=_add_serve_arguments,
         run=_run_serve,
+    ),
+    Command(
+        name="pipe",
+        help="housekeeping of named-pipe channels ('mlbridge pipe clean')",
+        description=(
+            "Named-pipe channels (docs/pipe-protocol.md). 'clean' removes the folders left "
+            "by model processes that are gone."
+        ),
+        add_arguments=_add_pipe_arguments,
+        run=_run_pipe,
     ),
     Command(
         "models",
@@ -482,8 +537,30 @@ def _missing_extra(e: ModuleNotFoundError) -> str | None:
     )
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """End a command on SIGTERM as an exception would.
+
+    ``finally`` blocks and finalizers run (FIFO folders and compilers of a training run
+    are removed); a second SIGTERM kills.
+    """
+    signal.signal(signum, signal.SIG_DFL)
+    raise SystemExit(128 + signum)
+
+
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        # Commands that install their own (serve) replace it while they run.
+        previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        return _run_command(args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         return int(args._run(args))
     except CLIError as e:

@@ -28,6 +28,7 @@ __all__ = [
     "TruncatedInputError",
     "UnknownFeatureError",
     "UnsupportedValueError",
+    "UntrustedFileError",
 ]
 
 
@@ -74,6 +75,13 @@ class UnsupportedValueError(SerDesError):
 
 class HeaderMismatchError(SerDesError):
     """A message does not match the stream header (names, order, types, shapes)."""
+
+
+class UntrustedFileError(MLBridgeError, PermissionError):
+    """A file or folder another user controls, where only the user's own will do.
+
+    The message names the owner or the mode, and the fix (a private folder, ``chmod``).
+    """
 
 
 class PipeError(MLBridgeError):

@@ -88,13 +88,31 @@ llvm::Expected<RegisteredModel> readRegisteredModel(llvm::StringRef ModelDir);
 /// not exist.
 std::vector<std::string> listRegisteredModels(llvm::StringRef RegistryDir);
 
+/// Checks that the file at \p Path may be loaded into this process (as code
+/// by dlopen(), or as a model or vocabulary that decides what the compiler
+/// does), as ssh checks its keys: after following links it is a regular file
+/// that belongs to this process's effective user or to root and that neither
+/// its group nor others may write, and so is every folder above it (a folder
+/// writable by others is accepted only with the sticky bit, as /tmp, where
+/// others cannot replace a file they do not own). \p What names the file in
+/// errors ("TF AOT model"), which say who owns what and the fix. Returns the
+/// resolved path: load that one, so that a link changed after the check
+/// cannot point elsewhere.
+llvm::Expected<std::string> checkTrustedFile(llvm::StringRef Path,
+                                             llvm::StringRef What);
+
+/// The user name of \p Uid for messages: "name (uid N)", or "uid N".
+std::string describeUser(unsigned Uid);
+
 /// Finds a model by registered name or by path.
 ///
-/// \p NameOrPath with a '/' is a path. Otherwise it is a name looked up in
-/// \p RegistryDir (default: defaultModelRegistryDir()); a name that is not
-/// registered but is an existing file is taken as a path. A model given by
-/// path gets its kind from the extension: `.onnx` (Inputs/Outputs empty:
-/// the runner reads them from the model), or `.so` (a shared object; its
+/// \p NameOrPath with a '/' is a path (`./model.onnx` for one in the working
+/// folder); the file must pass checkTrustedFile(). Otherwise it is a name
+/// looked up in \p RegistryDir (default: defaultModelRegistryDir()), and
+/// nothing else: a file of that name in the working folder is never loaded
+/// implicitly (the error says to write `./NAME` if that is meant). A model
+/// given by path gets its kind from the extension: `.onnx` (Inputs/Outputs
+/// empty: the runner reads them from the model), or `.so` (a shared object; its
 /// specs come from the `<stem>.specs.json` sidecar `mlbridge aot` writes, or
 /// are left empty for the runner to read from the model's ABI).
 ///

@@ -23,10 +23,41 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlbridge {
 
+/// Whether a PipeModelRunner ends the session with mlbridge's end record.
+enum class PipeEndRecord {
+  /// Bitstream (LLVM's protocol, which has no end record): only if the model
+  /// side announced that it understands it (`<base>.ext`, see
+  /// PipeModelRunnerOptions). JSON and protobuf (mlbridge's own formats,
+  /// which every model side speaking them understands): always.
+  Negotiated,
+  /// Always (the user opts in for a model side known to understand it).
+  Always,
+  /// Never.
+  Never,
+};
+
+/// The name of the end-of-session extension in `<base>.ext`.
+inline constexpr const char *PipeExtensionEnd = "end";
+
 /// How a PipeModelRunner connects and talks.
+///
+/// Trust: before opening the FIFOs, the runner checks that their folder and
+/// the FIFOs belong to this process's effective user and that neither the
+/// group nor others may write them; otherwise it refuses, naming the owner
+/// (another user could answer in the model's place, or read the
+/// observations). Make the channel in a private folder (mode 0700).
+///
+/// Extensions: LLVM's protocol has no way for the model to say what it
+/// understands, so a model side that understands mlbridge's extensions says
+/// so in a small file `<base>.ext` beside the FIFOs (their words separated
+/// by white space, e.g. `end`), written before it opens `<base>.out`; the
+/// runner reads it once connected (it then exists, if the model made one)
+/// and checks it as the FIFOs. A host written for stock LLVM writes none and
+/// gets nothing it has not asked for.
 struct PipeModelRunnerOptions {
   /// The channel base: the runner writes `<base>.out` and reads `<base>.in`.
   std::string ChannelBase;
@@ -48,11 +79,12 @@ struct PipeModelRunnerOptions {
   /// The spec of the score a training session reports per observation with
   /// sendOutcome(); it is sent in the header (LLVM's training-log layout).
   std::optional<TensorSpec> Score;
-  /// Send an end record (`{"end":true}`) when the session is finished
-  /// (finish() or destruction), so that the model can tell a finished
-  /// session from a crashed compiler. Turn it off for a model host that only
-  /// knows LLVM's protocol, which has no end record.
-  bool SendEnd = true;
+  /// Whether to send an end record (`{"end":true}`) when the session is
+  /// finished (finish() or destruction), so that the model can tell a
+  /// finished session from a crashed compiler. A host that only knows
+  /// LLVM's protocol cannot parse it: by default it is sent only to a model
+  /// side that announced it (see above), and always with JSON and protobuf.
+  PipeEndRecord SendEnd = PipeEndRecord::Negotiated;
 };
 
 /// Reads a FIFO (or any file descriptor that supports poll) through the
@@ -149,6 +181,14 @@ public:
   const std::string &outboundPath() const { return OutPath; }
   /// `<base>.in`, model to compiler.
   const std::string &inboundPath() const { return InPath; }
+  /// `<base>.ext`, where a model side announces the extensions it
+  /// understands.
+  const std::string &extensionsPath() const { return ExtPath; }
+  /// True if the model side announced extension \p Name in `<base>.ext`
+  /// (known once connected).
+  bool modelUnderstands(llvm::StringRef Name) const;
+  /// True if finish() sends the end record (known once connected).
+  bool sendsEnd() const;
 
 protected:
   llvm::Expected<TensorValue>
@@ -167,6 +207,8 @@ public:
 
 private:
   llvm::Error makeFifos();
+  /// Reads `<base>.ext` (if there) into ModelExtensions.
+  llvm::Error readExtensions();
   Header currentHeader() const;
   llvm::Error writeAll(llvm::StringRef Data, const llvm::Twine &What);
   /// Writes \p Parts in order with writev(), each wait bounded as writeAll().
@@ -177,7 +219,9 @@ private:
   llvm::Error fail(llvm::Error E);
 
   PipeModelRunnerOptions Options;
-  std::string InPath, OutPath;
+  std::string InPath, OutPath, ExtPath;
+  /// The words of `<base>.ext`, read on connecting.
+  std::vector<std::string> ModelExtensions;
   std::unique_ptr<SerDes> Out, In;
   std::unique_ptr<FdByteReader> Reader;
   int InFD = -1, OutFD = -1;

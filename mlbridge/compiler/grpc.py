@@ -45,6 +45,7 @@ from typing import Any, NoReturn
 import grpc
 
 from mlbridge._closing import Closing
+from mlbridge._files import write_atomically
 from mlbridge.compiler.observation import Observation, Policy
 from mlbridge.errors import GrpcError, GrpcTimeoutError, MLBridgeError
 from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2 as pb
@@ -224,6 +225,9 @@ class _ModelServicer(pb_grpc.ModelServiceServicer):
         self._lock = threading.Lock() if serialize else None
         self._specs: dict[tuple[Any, ...], _AdviceEntry] = {}
         self.evaluated = 0
+        self._count_lock = threading.Lock()
+        #: Policy calls running now.
+        self.in_flight = 0
 
     @staticmethod
     def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
@@ -238,6 +242,8 @@ class _ModelServicer(pb_grpc.ModelServiceServicer):
             obs = _observation_from_proto(request, self._limits, self._specs)
         except MLBridgeError as e:
             self._abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        with self._count_lock:
+            self.in_flight += 1
         try:
             if self._lock is not None:
                 with self._lock:
@@ -256,6 +262,9 @@ class _ModelServicer(pb_grpc.ModelServiceServicer):
                 f"the policy raised {type(e).__name__} on observation {obs.id}: {e} (policy "
                 f"{self._name}{about}; the traceback is in the model server's log)",
             )
+        finally:
+            with self._count_lock:
+                self.in_flight -= 1
         try:
             reply = _reply_for(obs, answer)
         except (MLBridgeError, ValueError) as e:
@@ -286,6 +295,11 @@ class ModelServer(Closing):
     def evaluated(self) -> int:
         """The number of decisions answered so far."""
         return self._servicer.evaluated
+
+    @property
+    def in_flight(self) -> int:
+        """The number of policy calls running now (after :meth:`stop`: still running)."""
+        return self._servicer.in_flight
 
     def stop(self, grace: float = 1.0) -> None:
         """Stop serving; calls in flight get ``grace`` seconds to finish. Waits until done."""
@@ -353,15 +367,13 @@ def serve(
     return ModelServer(server, host, port, servicer)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def write_ready_file(path: str | os.PathLike[str], address: str) -> None:
-    """Write ``address`` and a newline to ``path`` atomically (for scripts to wait on)."""
-    _write_atomically(Path(path), f"{address}\n")
+    """Write ``address`` and a newline to ``path`` atomically (for scripts to wait on).
+
+    Through a fresh temporary file beside ``path`` (created exclusively, never through a
+    link someone planted), renamed over it.
+    """
+    write_atomically(path, f"{address}\n".encode())
 
 
 def wait_for_ready_file(

@@ -48,6 +48,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from mlbridge._closing import Closing
+from mlbridge._files import check_private, write_atomically
 from mlbridge.compiler.observation import Observation as SharedObservation
 from mlbridge.errors import (
     LimitExceededError,
@@ -56,6 +57,7 @@ from mlbridge.errors import (
     PipeError,
     PipeTimeoutError,
     TruncatedInputError,
+    UntrustedFileError,
 )
 from mlbridge.serdes import Context, End, Header, Message, MessageKind, SerDes, get_serdes
 from mlbridge.serdes.bitstream import encode_values
@@ -64,8 +66,10 @@ from mlbridge.tensor import Tensor
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_TIMEOUT",
+    "EXTENSIONS",
     "DriveResult",
     "FifoChannel",
+    "GYM_PREFIX",
     "Observation",
     "Outcome",
     "PipeCompilerInterface",
@@ -83,7 +87,14 @@ _LINE_CHUNK = 1 << 12
 _POLL_MIN = 0.001
 _POLL_MAX = 0.05
 _PRIVATE_PREFIX = "mlbridge-pipe-"
-_PRIVATE_RE = re.compile(re.escape(_PRIVATE_PREFIX) + r"(\d+)-[^/]+")
+#: The extensions of LLVM's protocol this model side understands, announced to the
+#: compiler in ``<base>.ext`` (mlbridge's runner then uses them; stock LLVM ignores the
+#: file): ``end``, the end-of-session record.
+EXTENSIONS = ("end",)
+_PRIVATE_FIX = (
+    "make the channel in a private folder (FifoChannel() makes one, mode 0700; or "
+    "mkdir -m 700 DIR and use DIR/channel)"
+)
 
 #: The shared policy protocol (:data:`mlbridge.compiler.observation.Policy`), given the
 #: pipe's observations (which also carry the header and the outcome).
@@ -115,12 +126,28 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_channels(parent: str | os.PathLike[str] | None = None) -> list[Path]:
+def _channel_file(path: Path) -> bool:
+    """Whether ``path`` is what a channel folder holds: a FIFO, or an announcement."""
+    mode = path.lstat().st_mode
+    return stat.S_ISFIFO(mode) or (stat.S_ISREG(mode) and path.name.endswith(".ext"))
+
+
+#: The name prefix of the gym environments' working folders (``mlbridge.gym``).
+GYM_PREFIX = "mlbridge-gym-"
+
+
+def remove_stale_channels(
+    parent: str | os.PathLike[str] | None = None, *, prefix: str = _PRIVATE_PREFIX
+) -> list[Path]:
     """Remove private channel folders left in ``parent`` by crashed processes.
 
+    With ``prefix=GYM_PREFIX``, the gym environments' working folders
+    (``mlbridge-gym-<pid>-*``, whatever they hold) of dead processes instead.
+
     A folder qualifies if its name is ``mlbridge-pipe-<pid>-*``, it belongs to the
-    current user, process ``<pid>`` no longer exists, and it holds nothing but FIFOs.
-    Returns the folders removed.
+    current user, process ``<pid>`` no longer exists, and it holds nothing but FIFOs
+    (and ``<base>.ext`` announcements). ``mlbridge pipe clean`` runs it. Returns the
+    folders removed.
     """
     root = Path(parent if parent is not None else tempfile.gettempdir())
     removed = []
@@ -128,16 +155,21 @@ def remove_stale_channels(parent: str | os.PathLike[str] | None = None) -> list[
         entries = list(root.iterdir())
     except OSError:
         return removed
+    pattern = re.compile(re.escape(prefix) + r"(\d+)-[^/]+")
     for entry in entries:
-        m = _PRIVATE_RE.fullmatch(entry.name)
+        m = pattern.fullmatch(entry.name)
         if m is None or _pid_alive(int(m.group(1))):
             continue
         try:
             st = entry.lstat()
             if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
                 continue
+            if prefix != _PRIVATE_PREFIX:
+                shutil.rmtree(entry)  # never follows links
+                removed.append(entry)
+                continue
             children = list(entry.iterdir())
-            if not all(stat.S_ISFIFO(c.lstat().st_mode) for c in children):
+            if not all(_channel_file(c) for c in children):
                 continue
             for c in children:
                 c.unlink()
@@ -166,8 +198,9 @@ class FifoChannel(Closing):
     0600. Folders of that name left by crashed processes are removed first (see
     :func:`remove_stale_channels`). Given ``base``, the FIFOs are made there instead: a
     stale FIFO at either path (from a crashed run) is replaced, any other kind of file is
-    refused. Use it as a context manager; :meth:`close` is also called when the object is
-    collected or the interpreter exits.
+    refused, and so is a folder that belongs to another user or that others may write
+    (:class:`~mlbridge.errors.UntrustedFileError`). Use it as a context manager;
+    :meth:`close` is also called when the object is collected or the interpreter exits.
 
     Args:
         base: The channel base path, or ``None`` for a private folder.
@@ -196,6 +229,8 @@ class FifoChannel(Closing):
             self.base = self.directory / name
         else:
             self.base = Path(base)
+            # Nobody else may put or replace a FIFO there.
+            check_private(self.base.parent, "the channel folder", _PRIVATE_FIX, folder=True)
         self.in_path = Path(f"{self.base}.in")
         self.out_path = Path(f"{self.base}.out")
         created: list[Path] = []
@@ -251,12 +286,23 @@ def _wait_for_fifo(path: Path, deadline: float, timeout: float, abort: Callable[
         else:
             if not stat.S_ISFIFO(st.st_mode):
                 raise PipeError(f"{path} is not a FIFO")
+            check_private(path, "the channel FIFO", _PRIVATE_FIX, folder=False)
             return
         abort()
         if time.monotonic() >= deadline:
             raise PipeTimeoutError(f"{path} did not appear within {timeout:g} s")
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
         delay = min(delay * 2, _POLL_MAX)
+
+
+def _check_fifo_fd(fd: int, path: Path) -> None:
+    """Check what was opened (not the name): this user's FIFO, not writable by others."""
+    st = os.fstat(fd)
+    if not stat.S_ISFIFO(st.st_mode):
+        raise PipeError(f"{path} is not a FIFO")
+    if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        check_private(path, "the channel FIFO", _PRIVATE_FIX, folder=False)
+        raise UntrustedFileError(f"refusing the channel FIFO {path}: {_PRIVATE_FIX}")
 
 
 def _open_fifo_writer(
@@ -267,7 +313,7 @@ def _open_fifo_writer(
     delay = _POLL_MIN
     while True:
         try:
-            return os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            return os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
         except OSError as e:
             if e.errno != errno.ENXIO:  # ENXIO: no reader yet
                 raise PipeError(f"cannot open {path} for writing: {e.strerror}") from None
@@ -730,6 +776,9 @@ class PipeCompilerInterface(Closing):
         self.base = Path(base)
         self.in_path = Path(f"{self.base}.in")
         self.out_path = Path(f"{self.base}.out")
+        #: Where the extensions this side understands are announced to the compiler.
+        self.ext_path = Path(f"{self.base}.ext")
+        self._wrote_ext = False
         self.timeout = _check_timeout(timeout, "timeout")
         self.connect_timeout = _check_timeout(connect_timeout, "connect_timeout")
         self._serdes: SerDes = get_serdes(serdes)
@@ -773,23 +822,40 @@ class PipeCompilerInterface(Closing):
             abort: Called while waiting; raise from it to give up early (e.g. when the
                 compiler process has exited).
 
+        Before that it checks that the FIFOs and their folder belong to this user and
+        that others may not write them, and announces the extensions it understands in
+        ``<base>.ext`` (:data:`EXTENSIONS`; removed by :meth:`close`).
+
         Raises:
             PipeTimeoutError: If the compiler does not open the FIFOs within
                 ``connect_timeout``; the message names the FIFO.
+            UntrustedFileError: If a FIFO or the folder belongs to another user or
+                others may write it.
         """
         if self._reader is not None:
             return
         check = abort if abort is not None else (lambda: None)
         deadline = time.monotonic() + self.connect_timeout
         try:
+            # Only this user's FIFOs, in a folder nobody else may write: another user's
+            # process could otherwise pose as the compiler.
+            check_private(self.base.parent, "the channel folder", _PRIVATE_FIX, folder=True)
+            # Before opening <base>.out, which the compiler waits for: it reads the
+            # announcement once it has opened <base>.out (docs/pipe-protocol.md).
+            write_atomically(self.ext_path, ("\n".join(EXTENSIONS) + "\n").encode(), 0o600)
+            self._wrote_ext = True
             self._in_fd = _open_fifo_writer(self.in_path, deadline, self.connect_timeout, check)
+            _check_fifo_fd(self._in_fd, self.in_path)
             # The compiler has opened <base>.in; it opens <base>.out next. Opening the
             # read end does not wait for the writer; reads wait (bounded) for its data.
             _wait_for_fifo(self.out_path, deadline, self.connect_timeout, check)
             try:
-                self._out_fd = os.open(self.out_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                self._out_fd = os.open(
+                    self.out_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW
+                )
             except OSError as e:
                 raise PipeError(f"cannot open {self.out_path} for reading: {e.strerror}") from None
+            _check_fifo_fd(self._out_fd, self.out_path)
         except BaseException:
             self.close()
             raise
@@ -1010,6 +1076,12 @@ class PipeCompilerInterface(Closing):
             if fd >= 0:
                 setattr(self, attr, -1)
                 os.close(fd)
+        if getattr(self, "_wrote_ext", False):
+            self._wrote_ext = False
+            try:
+                self.ext_path.unlink()
+            except FileNotFoundError:
+                pass
         self._reader = None
         capture = getattr(self, "_capture", None)
         if capture is not None:

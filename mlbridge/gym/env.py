@@ -29,11 +29,14 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from mlbridge._process import die_with_parent
 from mlbridge.compiler.pipe import (
     DEFAULT_CONNECT_TIMEOUT,
+    GYM_PREFIX,
     FifoChannel,
     Observation,
     PipeCompilerInterface,
+    remove_stale_channels,
 )
 from mlbridge.errors import MLBridgeError, PipeClosedError, PipeTimeoutError
 from mlbridge.serdes import Header
@@ -165,7 +168,14 @@ class CompilerSession:
         self.stderr_path = workdir / "stderr.txt"
         self.contexts: list[str] = []
         with open(workdir / "stdout.txt", "wb") as out, open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+            # The compiler dies with the trainer (stock opt spins on a closed pipe).
+            self.proc = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=die_with_parent(),  # noqa: PLW1509 (no threads run in between)
+            )
         self.ci = PipeCompilerInterface(
             channel.base,
             serdes,
@@ -292,7 +302,12 @@ class CompilerEnv(gymnasium.Env[dict[str, Array], Any]):
         self.capture_dir = Path(capture) if capture is not None else None
         if workdir_parent is not None:
             Path(workdir_parent).mkdir(parents=True, exist_ok=True)
-        self.workdir = Path(tempfile.mkdtemp(prefix="mlbridge-gym-", dir=workdir_parent))
+        # The pid in the name lets `mlbridge pipe clean` (and the next environment) sweep
+        # the folder of a trainer that was killed.
+        remove_stale_channels(workdir_parent, prefix=GYM_PREFIX)
+        self.workdir = Path(
+            tempfile.mkdtemp(prefix=f"{GYM_PREFIX}{os.getpid()}-", dir=workdir_parent)
+        )
         self._finalizer = weakref.finalize(self, shutil.rmtree, self.workdir, True)
         self._episode: CompilerSession | None = None
         self._episode_stop: weakref.finalize[Any, Any] | None = None

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from mlbridge._files import write_atomically
 from mlbridge.errors import MLBridgeError
 from mlbridge.llvm import LLVMToolError, find_llvm_tool
 
@@ -316,9 +317,7 @@ def vocabulary_sections(
 def write_vocabulary(path: Path, sections: dict[str, dict[str, list[float]]]) -> None:
     """Write the vocabulary JSON (atomically: a temporary file renamed into place)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(orjson.dumps(sections) + b"\n")
-    tmp.replace(path)
+    write_atomically(path, orjson.dumps(sections) + b"\n")
 
 
 def build_vocabulary(

@@ -31,6 +31,7 @@ _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 _NON_FINITE_OUT = {"nan": b'"NaN"', "inf": b'"Infinity"', "-inf": b'"-Infinity"'}
 _NON_FINITE_IN = {"NaN": np.nan, "Infinity": np.inf, "-Infinity": -np.inf}
 _TENSOR_KEYS = ("name", "type", "shape", "data")
+_TENSOR_KEY_SET = frozenset(_TENSOR_KEYS)
 
 
 def _float_data(flat: np.ndarray[Any, np.dtype[Any]]) -> bytes:
@@ -300,7 +301,8 @@ class JsonSerDes(SerDes):
         return Message(MessageKind(key), msg_id, tensors)
 
     def _decode_tensor(self, obj: object, where: str, offset: int) -> Tensor:
-        if not isinstance(obj, dict) or tuple(obj) != _TENSOR_KEYS:
+        # Exactly these keys, in any order (as the C++ decoder).
+        if not isinstance(obj, dict) or obj.keys() != _TENSOR_KEY_SET:
             got = list(obj) if isinstance(obj, dict) else type(obj).__name__
             raise _fail(where, f"expected an object with keys {list(_TENSOR_KEYS)}, got {got}")
         name = obj["name"]

@@ -180,7 +180,7 @@ readLineRecord(ByteReader &Reader, const DecoderLimits &Limits,
     }
     return decodeError(SerDesName, toString(std::move(E)));
   }
-  if (Error E = checkJSONDepth(Line, Limits.MaxDepth, SerDesName, Offset))
+  if (Error E = checkJSONLine(Line, Limits.MaxDepth, SerDesName, Offset))
     return E;
   Expected<json::Value> V = json::parse(Line);
   if (!V)
@@ -215,26 +215,175 @@ readLineRecord(ByteReader &Reader, const DecoderLimits &Limits,
                      "unrecognized record at byte offset " + Twine(Offset));
 }
 
-Error checkJSONDepth(StringRef Line, size_t MaxDepth, StringRef SerDesName,
-                     uint64_t Offset) {
-  size_t Depth = 0;
+namespace {
+
+/// A JSON container open at the scan's position: an object remembers its
+/// current key (the raw text between the quotes) and whether a key comes next.
+struct LexFrame {
+  bool IsObject;
+  bool ExpectKey;
+  StringRef Key;
+};
+
+bool isHex(char C) {
+  return (C >= '0' && C <= '9') || (C >= 'a' && C <= 'f') ||
+         (C >= 'A' && C <= 'F');
+}
+
+/// The code unit of the `\uXXXX` escape at \p Line[I] (which is the 'u'), or
+/// -1 if it is not one.
+int escapedUnit(StringRef Line, size_t I) {
+  if (I + 4 >= Line.size() || !isHex(Line[I + 1]) || !isHex(Line[I + 2]) ||
+      !isHex(Line[I + 3]) || !isHex(Line[I + 4]))
+    return -1;
+  unsigned Unit = 0;
+  Line.substr(I + 1, 4).getAsInteger(16, Unit);
+  return static_cast<int>(Unit);
+}
+
+/// Whether \p Token follows JSON's number grammar:
+/// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+bool isJSONNumber(StringRef Token, bool &IsInteger) {
+  size_t I = 0, N = Token.size();
+  auto Digits = [&]() {
+    size_t Start = I;
+    while (I < N && Token[I] >= '0' && Token[I] <= '9')
+      ++I;
+    return I - Start;
+  };
+  if (I < N && Token[I] == '-')
+    ++I;
+  if (I < N && Token[I] == '0')
+    ++I;
+  else if (!Digits())
+    return false;
+  IsInteger = true;
+  if (I < N && Token[I] == '.') {
+    ++I;
+    IsInteger = false;
+    if (!Digits())
+      return false;
+  }
+  if (I < N && (Token[I] == 'e' || Token[I] == 'E')) {
+    ++I;
+    IsInteger = false;
+    if (I < N && (Token[I] == '+' || Token[I] == '-'))
+      ++I;
+    if (!Digits())
+      return false;
+  }
+  return I == N;
+}
+
+/// Whether a number at the top of \p Stack is one the records define as an
+/// integer: a message id, a port, a dimension of a `shape` (or of a tensor in
+/// a bitstream message's `shapes`).
+bool inIntegerPosition(ArrayRef<LexFrame> Stack) {
+  if (Stack.empty())
+    return false;
+  const LexFrame &Top = Stack.back();
+  if (Top.IsObject)
+    return Top.Key == "observation" || Top.Key == "outcome" ||
+           Top.Key == "advice" || Top.Key == "port";
+  if (Stack.size() >= 2 && Stack[Stack.size() - 2].IsObject) {
+    if (Stack[Stack.size() - 2].Key == "shape")
+      return true;
+    return Stack.size() >= 3 && Stack[Stack.size() - 3].IsObject &&
+           Stack[Stack.size() - 3].Key == "shapes";
+  }
+  return false;
+}
+
+} // namespace
+
+Error checkJSONLine(StringRef Line, size_t MaxDepth, StringRef SerDesName,
+                    uint64_t Offset) {
+  auto Fail = [&](const Twine &What) {
+    return decodeError(SerDesName,
+                       "line at byte offset " + Twine(Offset) + " " + What);
+  };
+  SmallVector<LexFrame, 8> Stack;
   for (size_t I = 0, N = Line.size(); I < N; ++I) {
     char C = Line[I];
     if (C == '"') {
-      // Skip the string; an unterminated one runs to the end of the line.
-      for (++I; I < N && Line[I] != '"'; ++I)
-        if (Line[I] == '\\')
-          ++I;
+      // A string: escapes checked as JSON reads them (a surrogate pair whole);
+      // an unterminated one runs to the end of the line for the parser to name.
+      size_t Start = I + 1;
+      for (++I; I < N && Line[I] != '"'; ++I) {
+        if (Line[I] != '\\')
+          continue;
+        if (++I < N && Line[I] == 'u') {
+          int Unit = escapedUnit(Line, I);
+          if (Unit >= 0xDC00 && Unit <= 0xDFFF)
+            return Fail(
+                "has a low surrogate escape without a high one before it");
+          if (Unit >= 0xD800 && Unit <= 0xDBFF) {
+            int Low = I + 6 < N && Line[I + 5] == '\\' && Line[I + 6] == 'u'
+                          ? escapedUnit(Line, I + 6)
+                          : -1;
+            if (Low < 0xDC00 || Low > 0xDFFF)
+              return Fail(
+                  "has a high surrogate escape without a low one after it");
+            I += 6;
+          }
+          if (Unit >= 0)
+            I += 4;
+        }
+      }
+      if (!Stack.empty() && Stack.back().IsObject && Stack.back().ExpectKey)
+        Stack.back().Key = Line.slice(Start, std::min(I, N));
       continue;
     }
-    if (C == '[' || C == '{') {
-      if (++Depth > MaxDepth)
-        return decodeError(SerDesName,
-                           "line at byte offset " + Twine(Offset) +
-                               " nests JSON arrays and objects more than " +
-                               Twine(MaxDepth) + " deep (MaxDepth)");
-    } else if ((C == ']' || C == '}') && Depth > 0) {
-      --Depth;
+    if (C == '-' && I + 1 < N && (Line[I + 1] == 'I' || Line[I + 1] == 'N'))
+      continue; // -Infinity, -NaN: float literals the data parser reads.
+    if (C == '-' || (C >= '0' && C <= '9')) {
+      size_t End = I;
+      while (End < N &&
+             (Line[End] == '-' || Line[End] == '+' || Line[End] == '.' ||
+              Line[End] == 'e' || Line[End] == 'E' ||
+              (Line[End] >= '0' && Line[End] <= '9')))
+        ++End;
+      StringRef Token = Line.slice(I, End);
+      bool IsInteger = false;
+      if (!isJSONNumber(Token, IsInteger))
+        return Fail("has an invalid JSON number '" + Token +
+                    "' (a leading zero, a bare '.', an empty exponent)");
+      int64_t Value;
+      if (IsInteger && inIntegerPosition(Stack) &&
+          Token.getAsInteger(10, Value))
+        return Fail("has '" + Token + "' where an integer is expected, " +
+                    "outside the 64-bit range");
+      if (!IsInteger && inIntegerPosition(Stack))
+        return Fail("has '" + Token + "' where an integer is expected (" +
+                    (Stack.back().IsObject ? "'" + Stack.back().Key.str() + "'"
+                                           : std::string("a dimension")) +
+                    ")");
+      I = End - 1;
+      continue;
+    }
+    switch (C) {
+    case '{':
+    case '[':
+      if (Stack.size() + 1 > MaxDepth)
+        return Fail("nests JSON arrays and objects more than " +
+                    Twine(MaxDepth) + " deep (MaxDepth)");
+      Stack.push_back({C == '{', C == '{', StringRef()});
+      break;
+    case '}':
+    case ']':
+      if (!Stack.empty())
+        Stack.pop_back();
+      break;
+    case ':':
+      if (!Stack.empty() && Stack.back().IsObject)
+        Stack.back().ExpectKey = false;
+      break;
+    case ',':
+      if (!Stack.empty() && Stack.back().IsObject)
+        Stack.back().ExpectKey = true;
+      break;
+    default:
+      break;
     }
   }
   return Error::success();

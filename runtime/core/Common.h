@@ -83,11 +83,15 @@ public:
   }
 };
 
-/// Fails if \p Line nests JSON arrays and objects deeper than \p MaxDepth
-/// (brackets inside strings do not count). A lexical scan, done before any
-/// parser sees the line; \p Offset and \p SerDesName word the error.
-llvm::Error checkJSONDepth(llvm::StringRef Line, size_t MaxDepth,
-                           llvm::StringRef SerDesName, uint64_t Offset);
+/// Checks \p Line lexically, before any parser sees it, for what llvm::json
+/// would let through but the wire format (and the Python side) refuses: arrays
+/// and objects nested deeper than \p MaxDepth (brackets inside strings do not
+/// count), numbers outside JSON's grammar (`01`, `1.`), a surrogate escape
+/// without its pair, and a non-integer literal (`1.0`, `1e2`) where the records
+/// define an integer: message ids, ports, dimensions. \p Offset and
+/// \p SerDesName word the error.
+llvm::Error checkJSONLine(llvm::StringRef Line, size_t MaxDepth,
+                          llvm::StringRef SerDesName, uint64_t Offset);
 
 /// Reads \p Size bytes into \p Out (replacing its contents), growing \p Out
 /// as the bytes arrive rather than on the claimed size alone: a short input

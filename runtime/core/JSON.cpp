@@ -550,6 +550,11 @@ Expected<TensorValue> JSONSerDes::decodeTensor(const json::Value &V,
   const json::Object *O = V.getAsObject();
   if (!O)
     return decodeError(Name, Where + " is not an object");
+  // Exactly these keys, in any order (the Python side agrees).
+  if (O->size() != 4 || !O->get("name") || !O->get("type") ||
+      !O->get("shape") || !O->get("data"))
+    return decodeError(Name, Where + " must be an object with exactly the keys "
+                                     "name, type, shape and data");
   std::optional<StringRef> TName = O->getString("name");
   if (!TName || TName->empty())
     return decodeError(Name, Where + " has no name");

@@ -15,7 +15,13 @@
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace llvm;
 
@@ -123,6 +129,9 @@ Expected<RegisteredModel> modelAtPath(StringRef Path) {
   if (!sys::fs::is_regular_file(Path))
     return makeError("no model file " + Path +
                      " (it does not exist or is not a file)");
+  if (Expected<std::string> Trusted = checkTrustedFile(Path, "model file");
+      !Trusted)
+    return Trusted.takeError();
   RegisteredModel Model;
   Model.Name = Path.str();
   SmallString<256> Absolute(Path);
@@ -371,6 +380,77 @@ Expected<RegisteredModel> readRegisteredModel(StringRef ModelDir) {
   return makeError(Problem);
 }
 
+std::string describeUser(unsigned Uid) {
+  struct passwd Pw;
+  struct passwd *Found = nullptr;
+  char Buf[4096];
+  if (::getpwuid_r(static_cast<uid_t>(Uid), &Pw, Buf, sizeof(Buf), &Found) ==
+          0 &&
+      Found)
+    return "'" + std::string(Found->pw_name) + "' (uid " + std::to_string(Uid) +
+           ")";
+  return "uid " + std::to_string(Uid);
+}
+
+Expected<std::string> checkTrustedFile(StringRef Path, StringRef What) {
+  std::string Given = Path.str();
+  char *Resolved = ::realpath(Given.c_str(), nullptr);
+  if (!Resolved)
+    return makeError("cannot use " + What + " " + Path + ": " +
+                     std::strerror(errno));
+  std::string Real(Resolved);
+  std::free(Resolved);
+  uid_t Me = ::geteuid();
+  std::string Named = What.str() + " " + Given;
+  if (Real != Given)
+    Named += " (" + Real + ")";
+  struct stat St;
+  if (::stat(Real.c_str(), &St) != 0)
+    return makeError("cannot use " + Named + ": " + std::strerror(errno));
+  if (!S_ISREG(St.st_mode))
+    return makeError(Named + " is not a regular file");
+  auto Mode = [](mode_t M) {
+    char Buf[16];
+    std::snprintf(Buf, sizeof(Buf), "%04o", static_cast<unsigned>(M & 07777));
+    return std::string(Buf);
+  };
+  if (St.st_uid != Me && St.st_uid != 0)
+    return makeError(
+        "refusing to load " + Named + ": it belongs to user " +
+        describeUser(St.st_uid) + ", not to " + describeUser(Me) +
+        " who runs this or to root, so its owner would decide what runs here; "
+        "copy it into a folder of yours (or chown it) and pass that path");
+  if (St.st_mode & (S_IWGRP | S_IWOTH))
+    return makeError("refusing to load " + Named +
+                     ": its group or others may "
+                     "write it (mode " +
+                     Mode(St.st_mode) + "); fix: chmod go-w " + Real);
+  // Every folder above it: whoever may write one may replace the file.
+  StringRef Dir = sys::path::parent_path(Real);
+  while (!Dir.empty()) {
+    std::string D = Dir.str();
+    if (::stat(D.c_str(), &St) != 0)
+      return makeError("cannot use " + Named + ": cannot read its folder " + D +
+                       ": " + std::strerror(errno));
+    if (St.st_uid != Me && St.st_uid != 0)
+      return makeError("refusing to load " + Named + ": its folder " + D +
+                       " belongs to user " + describeUser(St.st_uid) +
+                       ", who could replace the file; move it into a folder "
+                       "of yours or root's");
+    if ((St.st_mode & (S_IWGRP | S_IWOTH)) && !(St.st_mode & S_ISVTX))
+      return makeError("refusing to load " + Named + ": its folder " + D +
+                       " may be written by its group or others (mode " +
+                       Mode(St.st_mode) +
+                       "), who could replace the file; "
+                       "fix: chmod go-w " +
+                       D + ", or move the file");
+    if (D == "/")
+      break;
+    Dir = sys::path::parent_path(Dir);
+  }
+  return Real;
+}
+
 std::vector<std::string> listRegisteredModels(StringRef RegistryDir) {
   std::vector<std::string> Names;
   std::error_code EC;
@@ -398,15 +478,20 @@ static Expected<RegisteredModel> findAnyModel(StringRef NameOrPath,
 
   std::string Registry =
       RegistryDir.empty() ? defaultModelRegistryDir() : RegistryDir.str();
-  if (Error NameErr = checkModelName(NameOrPath)) {
-    if (sys::fs::is_regular_file(NameOrPath)) {
-      consumeError(std::move(NameErr));
-      return modelAtPath(NameOrPath);
-    }
-    return makeError("'" + NameOrPath +
-                     "' is neither a model file nor a registered model: " +
-                     toString(std::move(NameErr)));
-  }
+  // A name is only ever a registered name: a file of that name in the
+  // working folder is not loaded implicitly (whoever can write there could
+  // plant one), the error says how to name it.
+  auto InWorkingFolder = [&]() -> std::string {
+    if (!sys::fs::is_regular_file(NameOrPath))
+      return "";
+    return " (a file '" + NameOrPath.str() +
+           "' is in the working folder: a name without '/' is never taken "
+           "as a file; pass ./" +
+           NameOrPath.str() + " to use it)";
+  };
+  if (Error NameErr = checkModelName(NameOrPath))
+    return makeError("'" + NameOrPath + "' is not a registered model name: " +
+                     toString(std::move(NameErr)) + InWorkingFolder());
   if (Registry.empty())
     return makeError("cannot find the model registry (no home folder); set " +
                      Twine(ModelRegistryEnv) + " to the registry folder");
@@ -417,12 +502,11 @@ static Expected<RegisteredModel> findAnyModel(StringRef NameOrPath,
   sys::path::append(JSONPath, ModelJSONName);
   if (sys::fs::exists(JSONPath))
     return readRegisteredModel(ModelDir);
-  if (sys::fs::is_regular_file(NameOrPath))
-    return modelAtPath(NameOrPath);
   return makeError("no model named '" + NameOrPath + "' in the registry " +
                    Registry + " (" + namesText(listRegisteredModels(Registry)) +
                    "); register one with `mlbridge models register NAME "
-                   "FILE`, or pass the path of a .onnx or .so file");
+                   "FILE`, or pass the path of a .onnx or .so file" +
+                   InWorkingFolder());
 }
 
 Expected<RegisteredModel> findModel(StringRef NameOrPath, StringRef RegistryDir,

@@ -256,10 +256,63 @@ makeUserMethodCall(const GrpcUserMethod &M, ArrayRef<TensorSpec> Features,
 // GrpcModelRunner
 //===----------------------------------------------------------------------===//
 
+/// One unary call of \p Method on \p Stub with the serialized \p Request,
+/// bounded by \p Timeout: the reply's bytes in \p ReplyBytes. Raw bytes, so
+/// that the caller parses the reply itself and can say that it could not be
+/// parsed (gRPC's typed stubs report that as "UNIMPLEMENTED: No message
+/// returned for unary request").
+static grpc::Status rawUnaryCall(grpc::GenericStub &Stub,
+                                 const std::string &Method,
+                                 const std::string &Request,
+                                 std::chrono::milliseconds Timeout,
+                                 std::string &ReplyBytes) {
+  grpc::Slice Slice(Request);
+  grpc::ByteBuffer RequestBuffer(&Slice, 1);
+  grpc::ByteBuffer Reply;
+  grpc::ClientContext Ctx;
+  Ctx.set_deadline(std::chrono::system_clock::now() + Timeout);
+  grpc::Status S;
+  {
+    // A private queue, so that the call completes on this thread; the
+    // deadline bounds the wait.
+    grpc::CompletionQueue CQ;
+    std::unique_ptr<grpc::GenericClientAsyncResponseReader> Call =
+        Stub.PrepareUnaryCall(&Ctx, Method, RequestBuffer, &CQ);
+    if (!Call)
+      return grpc::Status(grpc::StatusCode::INTERNAL, "cannot start the call");
+    Call->StartCall();
+    static char Tag;
+    Call->Finish(&Reply, &S, &Tag);
+    void *Got = nullptr;
+    bool Ok = false;
+    if (!CQ.Next(&Got, &Ok) || Got != &Tag)
+      S = grpc::Status(grpc::StatusCode::INTERNAL,
+                       "the completion queue ended before the call");
+    CQ.Shutdown();
+    while (CQ.Next(&Got, &Ok))
+      ;
+  }
+  if (!S.ok())
+    return S;
+  std::vector<grpc::Slice> Slices;
+  if (!Reply.Dump(&Slices).ok())
+    return grpc::Status(grpc::StatusCode::INTERNAL, "cannot read the reply");
+  ReplyBytes.clear();
+  for (const grpc::Slice &Sl : Slices)
+    ReplyBytes.append(reinterpret_cast<const char *>(Sl.begin()), Sl.size());
+  return S;
+}
+
+/// The full method name of ModelService/Evaluate.
+static constexpr const char *EvaluateMethod =
+    "/mlbridge.v1.ModelService/Evaluate";
+
 struct GrpcModelRunner::Impl {
   GrpcModelRunnerOptions Options;
   std::shared_ptr<grpc::Channel> Channel;
   std::unique_ptr<v1::ModelService::Stub> Stub;
+  /// Evaluate's calls: raw bytes, parsed here (see rawUnaryCall()).
+  std::unique_ptr<grpc::GenericStub> Raw;
   /// Set with Options.UserMethod: the user's method replaces Evaluate.
   std::unique_ptr<UserMethodCall> User;
   std::string Context;
@@ -353,6 +406,7 @@ GrpcModelRunner::create(std::vector<TensorSpec> FeatureSpecs,
         O.Address.c_str(), static_cast<long long>(O.ConnectTimeout.count()),
         channelStateName(I->Channel->GetState(false)).data());
   I->Stub = v1::ModelService::NewStub(I->Channel);
+  I->Raw = std::make_unique<grpc::GenericStub>(I->Channel);
   if (I->User)
     I->User->Stub = std::make_unique<grpc::GenericStub>(I->Channel);
   return std::make_unique<GrpcModelRunner>(PrivateTag(),
@@ -371,12 +425,29 @@ GrpcModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
     return createStringError(inconvertibleErrorCode(), "gRPC runner for %s: %s",
                              I->Options.Address.c_str(),
                              toString(std::move(E)).c_str());
-  grpc::ClientContext Ctx;
-  Ctx.set_deadline(std::chrono::system_clock::now() + I->Options.Timeout);
-  v1::TensorMessage Reply;
-  grpc::Status S = I->Stub->Evaluate(&Ctx, Request, &Reply);
+  std::string RequestBytes, ReplyBytes;
+  if (!Request.SerializeToString(&RequestBytes))
+    return createStringError(inconvertibleErrorCode(),
+                             "gRPC runner for %s: cannot serialize "
+                             "observation %lld",
+                             I->Options.Address.c_str(),
+                             static_cast<long long>(Id));
+  grpc::Status S = rawUnaryCall(*I->Raw, EvaluateMethod, RequestBytes,
+                                I->Options.Timeout, ReplyBytes);
   if (!S.ok())
     return I->rpcError(S);
+  v1::TensorMessage Reply;
+  if (ReplyBytes.size() > static_cast<size_t>(INT_MAX) ||
+      !Reply.ParseFromArray(ReplyBytes.data(),
+                            static_cast<int>(ReplyBytes.size())))
+    return createStringError(
+        inconvertibleErrorCode(),
+        "gRPC ModelService/Evaluate to %s: observation %lld: the reply "
+        "(%zu bytes) could not be parsed as an mlbridge.v1.TensorMessage: the "
+        "server answered, but not with a valid protobuf message of that type "
+        "(is it an mlbridge model server of the same proto version?)",
+        I->Options.Address.c_str(), static_cast<long long>(Id),
+        ReplyBytes.size());
   Expected<Message> M =
       messageFromProto(Reply, limitsFor(I->Options.MaxMessageBytes), "reply");
   if (!M)
@@ -405,32 +476,9 @@ GrpcModelRunner::Impl::callUser(int64_t Id, ArrayRef<TensorRef> Features,
   Expected<std::string> Bytes = User->Request.serialize(Features);
   if (!Bytes)
     return Fail(toString(Bytes.takeError()));
-  grpc::Slice Slice(*Bytes);
-  grpc::ByteBuffer Request(&Slice, 1);
-  grpc::ByteBuffer Reply;
-  grpc::ClientContext Ctx;
-  Ctx.set_deadline(std::chrono::system_clock::now() + Options.Timeout);
-  grpc::Status S;
-  {
-    // A private queue, so that the call completes on this thread; the
-    // deadline bounds the wait.
-    grpc::CompletionQueue CQ;
-    std::unique_ptr<grpc::GenericClientAsyncResponseReader> Call =
-        User->Stub->PrepareUnaryCall(&Ctx, User->Method, Request, &CQ);
-    if (!Call)
-      return Fail("cannot start the call");
-    Call->StartCall();
-    static char Tag;
-    Call->Finish(&Reply, &S, &Tag);
-    void *Got = nullptr;
-    bool Ok = false;
-    if (!CQ.Next(&Got, &Ok) || Got != &Tag)
-      S = grpc::Status(grpc::StatusCode::INTERNAL,
-                       "the completion queue ended before the call");
-    CQ.Shutdown();
-    while (CQ.Next(&Got, &Ok))
-      ;
-  }
+  std::string ReplyBytes;
+  grpc::Status S = rawUnaryCall(*User->Stub, User->Method, *Bytes,
+                                Options.Timeout, ReplyBytes);
   if (!S.ok()) {
     std::string Hint;
     if (S.error_code() == grpc::StatusCode::UNIMPLEMENTED)
@@ -445,12 +493,6 @@ GrpcModelRunner::Impl::callUser(int64_t Id, ArrayRef<TensorRef> Features,
         Hint.c_str(), static_cast<long long>(Options.Timeout.count()),
         static_cast<unsigned long long>(Options.MaxMessageBytes));
   }
-  std::vector<grpc::Slice> Slices;
-  if (!Reply.Dump(&Slices).ok())
-    return Fail("cannot read the reply");
-  std::string ReplyBytes;
-  for (const grpc::Slice &Sl : Slices)
-    ReplyBytes.append(reinterpret_cast<const char *>(Sl.begin()), Sl.size());
   const google::protobuf::Descriptor &Type = User->Response.messageType();
   std::unique_ptr<google::protobuf::Message> Msg = User->Response.newMessage();
   if (ReplyBytes.size() > static_cast<size_t>(INT_MAX) ||
@@ -1079,25 +1121,33 @@ const std::string &GrpcCompilerServer::address() const {
 void GrpcCompilerServer::setContext(StringRef Name) { I->Context = Name.str(); }
 
 static Error writeReadyFile(StringRef Path, StringRef Address) {
-  std::string Tmp = (Path + ".tmp" + Twine(::getpid())).str();
+  // A fresh file of a random name beside the target, created exclusively
+  // (O_CREAT | O_EXCL never follows a link planted there), then renamed over
+  // the target (which replaces a link there instead of writing through it).
+  int FD = -1;
+  SmallString<256> TmpPath;
+  if (std::error_code EC = sys::fs::createUniqueFile(
+          Path + ".tmp-%%%%%%%%", FD, TmpPath, sys::fs::OF_None, 0644))
+    return createStringError(EC, "cannot create a temporary file beside %s: %s",
+                             Path.str().c_str(), EC.message().c_str());
+  std::string Tmp(TmpPath);
   {
-    std::error_code EC;
-    raw_fd_ostream OS(Tmp, EC);
-    if (EC)
-      return createStringError(EC, "cannot write %s: %s", Tmp.c_str(),
-                               EC.message().c_str());
+    raw_fd_ostream OS(FD, /*shouldClose=*/true);
     OS << Address << '\n';
     OS.close();
     if (OS.has_error()) {
       std::error_code WEC = OS.error();
       OS.clear_error();
+      sys::fs::remove(Tmp);
       return createStringError(WEC, "cannot write %s: %s", Tmp.c_str(),
                                WEC.message().c_str());
     }
   }
-  if (std::error_code EC = sys::fs::rename(Tmp, Path))
+  if (std::error_code EC = sys::fs::rename(Tmp, Path)) {
+    sys::fs::remove(Tmp);
     return createStringError(EC, "cannot rename %s to %s: %s", Tmp.c_str(),
                              Path.str().c_str(), EC.message().c_str());
+  }
   return Error::success();
 }
 

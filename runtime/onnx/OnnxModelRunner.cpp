@@ -14,6 +14,7 @@
 
 #include "mlbridge/OnnxModelRunner.h"
 
+#include "mlbridge/ModelRegistry.h"
 #include "mlbridge/ModelSpecs.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -243,6 +244,10 @@ OnnxModel::load(StringRef Path, const OnnxRunnerOptions &Options) {
   if (sys::fs::is_directory(Path))
     return makeError("cannot open ONNX model '" + Path +
                      "': it is a directory, not an .onnx file");
+  // Only a file no other user controls decides what the compiler does.
+  Expected<std::string> Trusted = checkTrustedFile(Path, "ONNX model");
+  if (!Trusted)
+    return Trusted.takeError();
   Expected<std::shared_ptr<Ort::Env>> Env = getProcessEnv();
   if (!Env)
     return Env.takeError();
@@ -256,7 +261,7 @@ OnnxModel::load(StringRef Path, const OnnxRunnerOptions &Options) {
     if (Options.InterOpThreads == 1)
       SO.SetExecutionMode(ExecutionMode::ORT_SEQUENTIAL);
     Model->Sess->Env = *Env;
-    Model->Sess->S = Ort::Session(**Env, Model->Path.c_str(), SO);
+    Model->Sess->S = Ort::Session(**Env, Trusted->c_str(), SO);
     Model->Sess->Cpu =
         Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
     Ort::Session &S = Model->Sess->S;

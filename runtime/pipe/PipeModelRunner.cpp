@@ -5,15 +5,20 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlbridge/PipeModelRunner.h"
+#include "mlbridge/ModelRegistry.h"
 #include "mlbridge/SerDes/Bitstream.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
@@ -115,14 +120,92 @@ private:
   bool Raised = false;
 };
 
-/// Checks that \p Path is a FIFO (following links).
-Error checkFifo(const std::string &Path) {
+std::string modeText(mode_t M) {
+  char Buf[16];
+  std::snprintf(Buf, sizeof(Buf), "%04o", static_cast<unsigned>(M & 07777));
+  return Buf;
+}
+
+/// The fix every trust error names.
+constexpr const char *PrivateFolderFix =
+    "make the channel in a private folder of the compiler's user (mkdir -m "
+    "700 DIR, then DIR/channel; mlbridge.compiler.pipe.FifoChannel() makes "
+    "one)";
+
+/// Checks the status \p St of channel file \p Path (a FIFO, or the
+/// `<base>.ext` regular file if \p Regular): it belongs to this process's
+/// user and neither the group nor others may write it.
+Error checkChannelStat(const struct stat &St, const std::string &Path,
+                       bool Regular) {
+  if (Regular ? !S_ISREG(St.st_mode) : !S_ISFIFO(St.st_mode))
+    return pipeError(
+        std::errc::invalid_argument,
+        Path + (Regular ? " is not a regular file" : " is not a FIFO"));
+  uid_t Me = ::geteuid();
+  if (St.st_uid != Me)
+    return pipeError(std::errc::permission_denied,
+                     "refusing " + Path + ": it belongs to user " +
+                         describeUser(St.st_uid) + ", not to " +
+                         describeUser(Me) +
+                         " who runs this compiler, so another user could "
+                         "answer in the model's place; " +
+                         PrivateFolderFix);
+  if (St.st_mode & (S_IWGRP | S_IWOTH))
+    return pipeError(std::errc::permission_denied,
+                     "refusing " + Path +
+                         ": its group or others may write it (mode " +
+                         modeText(St.st_mode) + "); fix: chmod 600 " + Path +
+                         ", or " + PrivateFolderFix);
+  return Error::success();
+}
+
+/// Checks channel file \p Path without following a link at its end; an
+/// error if it does not exist.
+Error checkChannelPath(const std::string &Path, bool Regular = false) {
   struct stat St;
-  if (::stat(Path.c_str(), &St) != 0)
+  if (::lstat(Path.c_str(), &St) != 0)
     return pipeError(std::errc::no_such_file_or_directory,
                      "cannot use " + Path + ": " + std::strerror(errno));
-  if (!S_ISFIFO(St.st_mode))
-    return pipeError(std::errc::invalid_argument, Path + " is not a FIFO");
+  return checkChannelStat(St, Path, Regular);
+}
+
+/// Checks the open channel file \p FD (what was opened, not the name).
+Error checkChannelFD(int FD, const std::string &Path, bool Regular = false) {
+  struct stat St;
+  if (::fstat(FD, &St) != 0)
+    return pipeError(std::errc::io_error,
+                     "cannot check " + Path + ": " + std::strerror(errno));
+  return checkChannelStat(St, Path, Regular);
+}
+
+/// Checks the folder of the channel base \p Base: it belongs to this
+/// process's user and neither the group nor others may write it, so nobody
+/// else can put or replace a FIFO there.
+Error checkChannelFolder(const std::string &Base) {
+  StringRef Parent = sys::path::parent_path(Base);
+  std::string Folder = Parent.empty() ? "." : Parent.str();
+  struct stat St;
+  if (::stat(Folder.c_str(), &St) != 0)
+    return pipeError(std::errc::no_such_file_or_directory,
+                     "cannot use the channel folder " + Folder + ": " +
+                         std::strerror(errno));
+  if (!S_ISDIR(St.st_mode))
+    return pipeError(std::errc::not_a_directory,
+                     Folder + " (the channel's folder) is not a folder");
+  uid_t Me = ::geteuid();
+  if (St.st_uid != Me)
+    return pipeError(std::errc::permission_denied,
+                     "refusing the channel " + Base + ": its folder " + Folder +
+                         " belongs to user " + describeUser(St.st_uid) +
+                         ", not to " + describeUser(Me) +
+                         " who runs this compiler; " + PrivateFolderFix);
+  if (St.st_mode & (S_IWGRP | S_IWOTH))
+    return pipeError(std::errc::permission_denied,
+                     "refusing the channel " + Base + ": its folder " + Folder +
+                         " may be written by its group or others (mode " +
+                         modeText(St.st_mode) +
+                         "), who could put their own FIFOs there; " +
+                         PrivateFolderFix);
   return Error::success();
 }
 
@@ -243,6 +326,7 @@ PipeModelRunner::PipeModelRunner(PrivateTag, std::vector<TensorSpec> Features,
       Options(std::move(Options)), Out(std::move(Out)), In(std::move(In)) {
   InPath = this->Options.ChannelBase + ".in";
   OutPath = this->Options.ChannelBase + ".out";
+  ExtPath = this->Options.ChannelBase + ".ext";
 }
 
 Expected<std::unique_ptr<PipeModelRunner>>
@@ -317,6 +401,62 @@ Error PipeModelRunner::makeFifos() {
   return Error::success();
 }
 
+Error PipeModelRunner::readExtensions() {
+  ModelExtensions.clear();
+  int FD = ::open(ExtPath.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (FD < 0) {
+    if (errno == ENOENT)
+      return Error::success(); // a host that only knows LLVM's protocol
+    return pipeError(std::errc::io_error,
+                     "cannot read " + ExtPath + ": " + std::strerror(errno));
+  }
+  auto Close = llvm::make_scope_exit([FD] { ::close(FD); });
+  if (Error E = checkChannelFD(FD, ExtPath, /*Regular=*/true))
+    return E;
+  // A few words; anything longer is not an announcement.
+  constexpr size_t Limit = 4096;
+  std::string Text(Limit + 1, '\0');
+  size_t Got = 0;
+  while (Got < Text.size()) {
+    ssize_t N = ::read(FD, Text.data() + Got, Text.size() - Got);
+    if (N < 0 && errno == EINTR)
+      continue;
+    if (N < 0)
+      return pipeError(std::errc::io_error,
+                       "cannot read " + ExtPath + ": " + std::strerror(errno));
+    if (N == 0)
+      break;
+    Got += static_cast<size_t>(N);
+  }
+  if (Got > Limit)
+    return pipeError(std::errc::protocol_error,
+                     ExtPath + " is longer than " + Twine(Limit) +
+                         " bytes: it is not a list of extensions");
+  Text.resize(Got);
+  SmallVector<StringRef, 8> Words;
+  SplitString(Text, Words);
+  for (StringRef W : Words)
+    ModelExtensions.push_back(W.str());
+  return Error::success();
+}
+
+bool PipeModelRunner::modelUnderstands(StringRef Name) const {
+  return llvm::is_contained(ModelExtensions, Name);
+}
+
+bool PipeModelRunner::sendsEnd() const {
+  switch (Options.SendEnd) {
+  case PipeEndRecord::Always:
+    return true;
+  case PipeEndRecord::Never:
+    return false;
+  case PipeEndRecord::Negotiated:
+    break;
+  }
+  return Options.Kind != SerDesKind::Bitstream ||
+         modelUnderstands(PipeExtensionEnd);
+}
+
 Error PipeModelRunner::fail(Error E) {
   if (!E)
     return E;
@@ -368,25 +508,39 @@ Error PipeModelRunner::connect() {
     Sleep = std::min(Sleep * 2, milliseconds(50));
     return Error::success();
   };
+  // Nobody but this user may have made or may replace the FIFOs: check the
+  // folder first (then the names cannot change under us), each FIFO before
+  // opening it, and what was opened.
+  if (Error E = checkChannelFolder(Options.ChannelBase))
+    return fail(std::move(E));
   while (InFD < 0) {
-    if (::access(InPath.c_str(), F_OK) == 0) {
-      if (Error E = checkFifo(InPath))
+    struct stat St;
+    if (::lstat(InPath.c_str(), &St) == 0) {
+      if (Error E = checkChannelStat(St, InPath, /*Regular=*/false))
         return fail(std::move(E));
-      InFD = ::open(InPath.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+      InFD = ::open(InPath.c_str(),
+                    O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
       if (InFD < 0 && errno != EINTR)
         return fail(pipeError(std::errc::io_error,
                               "cannot open " + InPath +
                                   " for reading: " + std::strerror(errno)));
+      if (InFD >= 0)
+        if (Error E = checkChannelFD(InFD, InPath))
+          return fail(std::move(E));
     } else if (Error E = Wait(InPath + " did not appear")) {
       return fail(std::move(E));
     }
   }
-  if (Error E = checkFifo(OutPath))
+  if (Error E = checkChannelPath(OutPath))
     return fail(std::move(E));
   while (OutFD < 0) {
-    OutFD = ::open(OutPath.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-    if (OutFD >= 0)
+    OutFD =
+        ::open(OutPath.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+    if (OutFD >= 0) {
+      if (Error E = checkChannelFD(OutFD, OutPath))
+        return fail(std::move(E));
       break;
+    }
     if (errno != ENXIO && errno != EINTR)
       return fail(pipeError(std::errc::io_error,
                             "cannot open " + OutPath +
@@ -400,6 +554,10 @@ Error PipeModelRunner::connect() {
   // the writer every 64 KiB.
   (void)::fcntl(OutFD, F_SETPIPE_SZ, PipeBufferBytes);
 #endif
+  // The model opened <base>.out for reading, after writing <base>.ext if it
+  // writes one: the announcement is complete now.
+  if (Error E = readExtensions())
+    return fail(std::move(E));
   Reader = std::make_unique<FdByteReader>(InFD, InPath, Options.Timeout);
   HeaderPending = false;
   std::string Data;
@@ -517,7 +675,7 @@ Error PipeModelRunner::finish() {
   if (Finished)
     return Error::success();
   Error Result = Error::success();
-  if (Reader && Broken.empty() && Options.SendEnd) {
+  if (Reader && Broken.empty() && sendsEnd()) {
     std::string Data;
     if (Error E = Out->encodeEnd(Data))
       Result = std::move(E);

@@ -6,6 +6,7 @@
 
 #include "mlbridge/TFAOTModelRunner.h"
 
+#include "mlbridge/ModelRegistry.h"
 #include "mlbridge/ModelSpecs.h"
 
 #include "llvm/Support/raw_ostream.h"
@@ -80,11 +81,14 @@ TFAOTModelRunner::load(StringRef SharedObjectPath,
                        std::vector<TensorSpec> Features, TensorSpec Advice) {
   std::string Path = SharedObjectPath.str();
   std::string Where = "TF AOT model " + Path;
-  // dlopen() searches the library path for a bare name; a model is a file.
-  if (Path.find('/') == std::string::npos)
-    Path = "./" + Path;
+  // dlopen() runs the object's constructors: check who controls the file
+  // first, and load the path checked (absolute, so never a library-path
+  // search), not one a changed link could redirect.
+  Expected<std::string> Trusted = checkTrustedFile(Path, "TF AOT model");
+  if (!Trusted)
+    return aotError(toString(Trusted.takeError()));
   // RTLD_LOCAL: two models export the same symbol names.
-  void *Handle = dlopen(Path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void *Handle = dlopen(Trusted->c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!Handle) {
     const char *Msg = dlerror();
     return aotError("cannot load " + Where + ": " +

@@ -8,10 +8,12 @@ failure, never a skip. Every wait is bounded; nothing asserts on speed.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -204,6 +206,45 @@ def test_cli_serve_reports_its_address_and_stops_on_sigterm(tmp_path, tool):
     assert "stopped after 3 decisions" in err
 
 
+def test_cli_serve_stops_on_sigterm_while_a_policy_call_is_stuck(tmp_path, tool):
+    started = tmp_path / "started"
+    (tmp_path / "stuck_policy.py").write_text(
+        "import pathlib, time\n\n"
+        "def stuck(obs):\n"
+        f"    pathlib.Path({str(started)!r}).touch()\n"
+        "    time.sleep(300)\n"
+        "    return 0\n"
+    )
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlbridge", "serve", f"{tmp_path / 'stuck_policy.py'}:stuck",
+         "--ready-file", str(ready)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    client = None
+    try:
+        address = wait_for_ready_file(ready, BOUND, alive=lambda: proc.poll() is None)
+        client = subprocess.Popen(
+            [str(tool), "evaluate", "--address", address, "--rounds", "1"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + BOUND
+        while not started.exists():
+            assert time.monotonic() < deadline, "the policy was never called"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        # The docs promise 1 s for calls in flight; the bound leaves room for a loaded
+        # machine and is far below the policy's 300 s.
+        out, err = proc.communicate(timeout=15)
+    finally:
+        for p in (proc, client):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.communicate(timeout=BOUND)
+    assert proc.returncode == 0, err
+    assert "1 policy call still running" in err
+
+
 def test_cli_serve_errors_are_clear():
     result = subprocess.run(
         [sys.executable, "-m", "mlbridge", "serve", "no_such_module_xyz:f"],
@@ -369,3 +410,27 @@ def test_trainer_without_a_compiler_times_out_within_its_bound(tool):
     ci = GrpcCompilerInterface(address, timeout=1, connect_timeout=0.5)
     with ci, pytest.raises(GrpcTimeoutError, match=f"cannot connect to the compiler at {address}"):
         ci.evaluate()
+
+
+def test_ready_file_never_writes_through_a_planted_link(tmp_path: Path) -> None:
+    from mlbridge.compiler.grpc import write_ready_file
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    victim.chmod(0o600)
+    ready = tmp_path / "ready"
+    # The temporary name the writer used to take, and the target itself.
+    (tmp_path / f"ready.tmp{os.getpid()}").symlink_to(victim)
+    write_ready_file(ready, "127.0.0.1:1")
+    assert victim.read_text() == "precious\n"
+    assert ready.read_text() == "127.0.0.1:1\n" and not ready.is_symlink()
+    ready.unlink()
+    ready.symlink_to(victim)
+    write_ready_file(ready, "127.0.0.1:2")
+    assert victim.read_text() == "precious\n"
+    assert ready.read_text() == "127.0.0.1:2\n" and not ready.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ready",
+        f"ready.tmp{os.getpid()}",
+        "victim",
+    ]

@@ -145,7 +145,7 @@ def test_known_policy_reproduces_the_known_inlining(tmp_path):
     run_filecheck(tmp_path, ir, "; GONE-NOT: @sq(\n; GONE-NOT: @tiny_add(\n", "GONE")
 
 
-def test_never_inline_keeps_every_call_and_makes_more_code(tmp_path):
+def test_never_inline_keeps_every_call_and_makes_less_code_than_inlining(tmp_path):
     with make_env(tmp_path, reward=ir_instruction_count_reward) as env:
         actions, reward_none, _ = play(env, lambda obs: 0)
         ir = env.output_path.read_text()
@@ -163,7 +163,10 @@ def test_never_inline_keeps_every_call_and_makes_more_code(tmp_path):
 """,
         "NONE",
     )
-    assert reward_small != reward_none
+    # The reward is minus the instruction count. On this module inlining the small
+    # callees copies their bodies into several callers: keeping every call is less code
+    # (73 against 118 instructions with opt-22 at -O2).
+    assert reward_none > reward_small
 
 
 def _alive(pid: int) -> bool:

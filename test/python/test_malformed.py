@@ -191,12 +191,20 @@ def json_message(tensor: bytes) -> bytes:
         (b'{"name":"f","type":"float128","shape":[1],"data":[1.0]}', "unknown element type"),
         (b'{"name":"f","type":"float","shape":[-1],"data":[]}', "not a concrete size"),
         (b'{"name":"","type":"float","shape":[1],"data":[1]}', "non-empty"),
-        (b'{"type":"float","name":"f","shape":[1],"data":[1]}', "keys"),
+        (b'{"name":"f","type":"float","shape":[1],"data":[1],"datum":[1]}', "keys"),
+        (b'{"name":"f","type":"float","data":[1]}', "keys"),
     ],
 )  # fmt: skip
 def test_json_strict_value_checks_reject_bad_tensors(tensor, message):
     with pytest.raises(MalformedInputError, match=message):
         get_serdes("json").decode_stream(json_message(tensor))
+
+
+def test_json_tensor_keys_may_come_in_any_order():
+    # The C++ decoder reads an object, not a key sequence: both take any order.
+    t = b'{"data":[1.5],"shape":[1],"type":"float","name":"f"}'
+    (msg,) = get_serdes("json").decode_stream(json_message(t))
+    assert msg.tensors[0] == Tensor("f", "float", [1.5])
 
 
 def test_json_accepts_integer_literals_for_float_tensors():

@@ -30,7 +30,7 @@ from mlbridge.compiler.pipe import (
     PipeCompilerInterface,
     remove_stale_channels,
 )
-from mlbridge.errors import PipeClosedError, PipeError, PipeTimeoutError
+from mlbridge.errors import PipeClosedError, PipeError, PipeTimeoutError, UntrustedFileError
 from mlbridge.serdes import BytesReader, Context, End, Header, Message, MessageKind, get_serdes
 from mlbridge.tensor import Tensor
 from mlbridge.tensor_spec import ElementType, TensorSpec
@@ -631,3 +631,73 @@ def test_a_new_header_mid_stream_changes_the_specs(channel: FifoChannel) -> None
         assert ci.evaluate() is None
     fake.join()
     assert fake.replies[1] == np.int64(7).tobytes()
+
+
+# -- trust: nothing another user controls ----------------------------------------------------
+
+
+def _nobody() -> tuple[int, int]:
+    import pwd
+
+    entry = pwd.getpwnam("nobody")
+    return entry.pw_uid, entry.pw_gid
+
+
+def test_channel_refuses_an_explicit_base_in_a_folder_others_may_write(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # as /tmp
+    with pytest.raises(UntrustedFileError, match=r"others may write it \(mode 1777\).*private"):
+        FifoChannel(shared / "ch")
+    assert list(shared.iterdir()) == []
+
+
+def test_interface_refuses_fifos_of_another_user(channel: FifoChannel) -> None:
+    assert os.geteuid() == 0, "chown needs root"
+    uid, gid = _nobody()
+    for fifo in (channel.in_path, channel.out_path):
+        os.chown(fifo, uid, gid)  # made by a process of user nobody
+        ci = PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND)
+        with pytest.raises(UntrustedFileError, match=r"channel\.in: it belongs to user 'nobody'"):
+            ci.connect()
+        assert not ci.ext_path.exists()
+
+
+def test_interface_refuses_a_channel_folder_of_another_user(tmp_path: Path) -> None:
+    folder = tmp_path / "theirs"
+    folder.mkdir(mode=0o700)
+    os.mkfifo(folder / "ch.in", 0o600)
+    os.mkfifo(folder / "ch.out", 0o600)
+    uid, gid = _nobody()
+    os.chown(folder, uid, gid)
+    ci = PipeCompilerInterface(folder / "ch", timeout=BOUND, connect_timeout=0.2)
+    with pytest.raises(UntrustedFileError, match=r"theirs: it belongs to user 'nobody'"):
+        ci.connect()
+
+
+def test_interface_announces_its_extensions_until_closed(channel: FifoChannel) -> None:
+    seen: list[str] = []
+
+    def script(c: FakeCompiler) -> None:
+        # The announcement exists once the model has opened <base>.out.
+        seen.append(Path(f"{c.base}.ext").read_text())
+        c.write(b"".join(stream(HEADER, observation(0))))
+        c.read_reply(8)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        assert ci.evaluate() is not None
+        ci.respond(1)
+        assert ci.evaluate() is None
+        assert stat.S_IMODE(ci.ext_path.stat().st_mode) == 0o600
+    fake.join()
+    assert seen == ["end\n"]
+    assert not Path(f"{channel.base}.ext").exists()
+
+
+def test_stale_folders_with_an_announcement_are_removed(tmp_path: Path) -> None:
+    stale = tmp_path / f"mlbridge-pipe-{dead_pid()}-ext"
+    stale.mkdir(mode=0o700)
+    os.mkfifo(stale / "channel.in")
+    (stale / "channel.ext").write_text("end\n")
+    assert remove_stale_channels(tmp_path) == [stale]

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <future>
 #include <grpcpp/generic/generic_stub.h>
 #include <netinet/in.h>
@@ -445,6 +446,66 @@ TEST(GrpcModelRunner, RepliesThatDoNotMatchTheAdviceAreErrors) {
   }
 }
 
+/// A server whose every method answers with the same bytes, whatever they
+/// are: here bytes that are no protobuf message at all.
+class RawReplyService final : public grpc::CallbackGenericService {
+public:
+  explicit RawReplyService(std::string Bytes) : Bytes(std::move(Bytes)) {}
+  grpc::ServerGenericBidiReactor *
+  CreateReactor(grpc::GenericCallbackServerContext *) override {
+    class Reactor final : public grpc::ServerGenericBidiReactor {
+    public:
+      explicit Reactor(const std::string &Bytes) : Bytes(Bytes) {
+        StartRead(&Request);
+      }
+      void OnReadDone(bool Ok) override {
+        if (!Ok) {
+          Finish(grpc::Status(grpc::StatusCode::INTERNAL, "no request"));
+          return;
+        }
+        grpc::Slice S(Bytes);
+        Reply = grpc::ByteBuffer(&S, 1);
+        StartWriteAndFinish(&Reply, grpc::WriteOptions(), grpc::Status::OK);
+      }
+      void OnDone() override { delete this; }
+
+    private:
+      const std::string &Bytes;
+      grpc::ByteBuffer Request, Reply;
+    };
+    return new Reactor(Bytes);
+  }
+
+private:
+  std::string Bytes;
+};
+
+TEST(GrpcModelRunner, UnparseableReplyIsNamedAsSuch) {
+  // Field 1 (length-delimited) claims 5 bytes, 2 follow.
+  RawReplyService Service(std::string("\x0a\x05"
+                                      "ab",
+                                      4));
+  grpc::ServerBuilder B;
+  int Port = 0;
+  B.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &Port);
+  B.RegisterCallbackGenericService(&Service);
+  std::unique_ptr<grpc::Server> Server = B.BuildAndStart();
+  ASSERT_TRUE(Server && Port > 0);
+  std::string Address = "127.0.0.1:" + std::to_string(Port);
+  {
+    MLB_ASSERT_VALUE(R, GrpcModelRunner::create(features(), advice(),
+                                                clientOptions(Address)));
+    MLB_ASSERT_OK(decide(*R, 1, {1.0f}));
+    std::string Msg = errorText(R->evaluate<int64_t>().takeError());
+    EXPECT_CONTAINS(Msg, "gRPC ModelService/Evaluate to " + Address +
+                             ": observation 0: the reply (4 bytes) could not "
+                             "be parsed as an mlbridge.v1.TensorMessage");
+    EXPECT_EQ(Msg.find("UNIMPLEMENTED"), std::string::npos) << Msg;
+  }
+  Server->Shutdown(std::chrono::system_clock::now() + 1s);
+  Server->Wait();
+}
+
 TEST(GrpcModelRunner, InvalidOptionsAreErrors) {
   GrpcModelRunnerOptions O;
   EXPECT_CONTAINS(errorText(GrpcModelRunner::create(features(), advice(), O)),
@@ -666,6 +727,30 @@ TEST(GrpcCompilerServer, NoTrainerFailsWithinBound) {
   EXPECT_CONTAINS(Msg, "gRPC compiler server at " + S->address() +
                            ": no action (CompilerService/Act) for "
                            "observation 0 within 500 ms");
+}
+
+/// The ready file is written through a fresh temporary file: a link another
+/// user planted at a predictable temporary name (or at the target) is never
+/// written through.
+TEST(GrpcCompilerServer, ReadyFileNeverFollowsAPlantedLink) {
+  TempDir Dir;
+  std::string Victim = Dir.file("victim");
+  {
+    std::ofstream(Victim) << "precious\n";
+  }
+  std::string Ready = Dir.file("ready");
+  std::string Planted = Ready + ".tmp" + std::to_string(::getpid());
+  ASSERT_EQ(::symlink(Victim.c_str(), Planted.c_str()), 0);
+  GrpcCompilerServerOptions O;
+  O.ReadyFile = Ready;
+  MLB_ASSERT_VALUE(S, GrpcCompilerServer::create(features(), advice(), O));
+  auto Text = llvm::MemoryBuffer::getFile(Victim);
+  ASSERT_TRUE(!!Text);
+  EXPECT_EQ((*Text)->getBuffer(), "precious\n");
+  auto Written = llvm::MemoryBuffer::getFile(Ready);
+  ASSERT_TRUE(!!Written);
+  EXPECT_EQ((*Written)->getBuffer(), S->address() + "\n");
+  ::unlink(Planted.c_str());
 }
 
 TEST(GrpcCompilerServer, AddressInUseIsAnError) {

@@ -509,3 +509,57 @@ TEST(ProtobufMalformedTest, GarbageAndEmptyRecords) {
 #endif
 
 } // namespace
+
+// What llvm::json lets through but the wire format refuses (the Python side
+// refuses the same: test_differential.py).
+TEST(JSONLexicalTest, NumbersOutsideJSONsGrammarAreRefused) {
+  EXPECT_CONTAINS(
+      decodeError(SerDesKind::JSON, jsonMessage("float", "[1]", "[01]")),
+      "invalid JSON number '01'");
+  EXPECT_CONTAINS(
+      decodeError(SerDesKind::JSON, "{\"observation\":00,\"tensors\":[]}\n"),
+      "invalid JSON number '00'");
+}
+
+TEST(JSONLexicalTest, IntegerFieldsTakeOnlyIntegerLiterals) {
+  EXPECT_CONTAINS(
+      decodeError(SerDesKind::JSON, "{\"observation\":1.0,\"tensors\":[]}\n"),
+      "'1.0' where an integer is expected ('observation')");
+  EXPECT_CONTAINS(
+      decodeError(SerDesKind::JSON, jsonMessage("float", "[1e0]", "[1]")),
+      "'1e0' where an integer is expected (a dimension)");
+  EXPECT_CONTAINS(decodeError(SerDesKind::JSON,
+                              "{\"observation\":-9223372036854775809,"
+                              "\"tensors\":[]}\n"),
+                  "outside the 64-bit range");
+  // Float data may be written either way.
+  EXPECT_EQ(
+      decodeError(SerDesKind::JSON, jsonMessage("float", "[2]", "[1e0,2]")),
+      "<success>");
+}
+
+TEST(JSONLexicalTest, SurrogateEscapesComeInPairs) {
+  auto Named = [](StringRef Name) {
+    return ("{\"observation\":0,\"tensors\":[{\"name\":\"" + Name +
+            "\",\"type\":\"float\",\"shape\":[1],\"data\":[1]}]}\n")
+        .str();
+  };
+  EXPECT_CONTAINS(decodeError(SerDesKind::JSON, Named("a\\ud800")),
+                  "high surrogate escape without a low one");
+  EXPECT_CONTAINS(decodeError(SerDesKind::JSON, Named("a\\udc00")),
+                  "low surrogate escape without a high one");
+  EXPECT_EQ(decodeError(SerDesKind::JSON, Named("a\\ud800\\udc00")),
+            "<success>");
+}
+
+TEST(JSONMalformedTest, TensorObjectsHaveExactlyTheFourKeys) {
+  std::string Extra =
+      "{\"observation\":0,\"tensors\":[{\"name\":\"t\",\"type\":"
+      "\"float\",\"shape\":[1],\"data\":[1],\"datum\":[1]}]}\n";
+  EXPECT_CONTAINS(decodeError(SerDesKind::JSON, Extra),
+                  "exactly the keys name, type, shape and data");
+  std::string Reordered =
+      "{\"observation\":0,\"tensors\":[{\"data\":[1],"
+      "\"shape\":[1],\"type\":\"float\",\"name\":\"t\"}]}\n";
+  EXPECT_EQ(decodeError(SerDesKind::JSON, Reordered), "<success>");
+}

@@ -15,6 +15,9 @@
 
 #include <cstdlib>
 #include <optional>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace mlbridge;
 using namespace mlbridge::test;
@@ -268,9 +271,82 @@ TEST_F(ModelRegistryTest, BadNamesAreRefused) {
   for (StringRef Name : {"inliner", "regalloc.v2", "A_b-9"})
     EXPECT_EQ(errorText(checkModelName(Name)), "<success>");
   std::string Message = findError("has space");
-  EXPECT_NE(Message.find("'has space' is neither a model file nor a "
-                         "registered model: invalid model name"),
+  EXPECT_NE(Message.find("'has space' is not a registered model name: "
+                         "invalid model name"),
             std::string::npos)
+      << Message;
+}
+
+/// Changes the working folder for one scope.
+class ScopedCwd {
+public:
+  explicit ScopedCwd(StringRef Dir) {
+    sys::fs::current_path(Saved);
+    EXPECT_FALSE(sys::fs::set_current_path(Dir));
+  }
+  ~ScopedCwd() { sys::fs::set_current_path(Saved); }
+
+private:
+  SmallString<256> Saved;
+};
+
+TEST_F(ModelRegistryTest, ANameIsNeverAFileInTheWorkingFolder) {
+  writeFile(path("cwd", "planted.so"), StringRef(ElfSharedObjectHeader, 18));
+  writeFile(path("cwd", "planted.onnx"), "not parsed here");
+  ScopedCwd InCwd(path("cwd"));
+  for (StringRef Name : {"planted.so", "planted.onnx"}) {
+    std::string Message = findError(Name);
+    EXPECT_NE(Message.find("a name without '/' is never taken as a file; "
+                           "pass ./" +
+                           Name.str() + " to use it"),
+              std::string::npos)
+        << Message;
+    // Named as a path, it is found.
+    MLB_ASSERT_VALUE(Model, findModel(("./" + Name).str(), Root));
+    EXPECT_TRUE(sys::fs::equivalent(Model.Path, path("cwd", Name)))
+        << Model.Path;
+  }
+}
+
+TEST_F(ModelRegistryTest, RefusesModelFilesOthersControl) {
+  ASSERT_EQ(::geteuid(), 0u) << "chown needs root";
+  std::string File = path("shared", "policy.onnx");
+  writeFile(File, "not parsed here");
+  ASSERT_EQ(::chmod(path("shared").c_str(), 0755), 0);
+  struct passwd *Nobody = ::getpwnam("nobody");
+  ASSERT_NE(Nobody, nullptr);
+  ASSERT_EQ(::chown(File.c_str(), Nobody->pw_uid, Nobody->pw_gid), 0);
+  std::string Message = findError(File);
+  EXPECT_NE(Message.find("refusing to load model file " + File +
+                         ": it belongs to user 'nobody'"),
+            std::string::npos)
+      << Message;
+  ASSERT_EQ(::chown(File.c_str(), 0, 0), 0);
+  ASSERT_EQ(::chmod(File.c_str(), 0666), 0);
+  Message = findError(File);
+  EXPECT_NE(Message.find("its group or others may write it (mode 0666); fix: "
+                         "chmod go-w " +
+                         File),
+            std::string::npos)
+      << Message;
+  ASSERT_EQ(::chmod(File.c_str(), 0644), 0);
+  ASSERT_EQ(::chmod(path("shared").c_str(), 0777), 0);
+  Message = findError(File);
+  EXPECT_NE(Message.find("its folder " + path("shared") +
+                         " may be written by its group or others (mode 0777)"),
+            std::string::npos)
+      << Message;
+  // A sticky folder (as /tmp): others cannot replace a file they do not own.
+  ASSERT_EQ(::chmod(path("shared").c_str(), 01777), 0);
+  MLB_ASSERT_VALUE(Model, findModel(File, Root));
+  EXPECT_EQ(Model.Kind, ModelKind::Onnx);
+  // The same check before ONNX Runtime or dlopen() loads a file, for the
+  // vocabulary kind too.
+  std::string Vocab = path("shared", "vocab.json");
+  writeFile(Vocab, "{}");
+  ASSERT_EQ(::chown(Vocab.c_str(), Nobody->pw_uid, Nobody->pw_gid), 0);
+  Message = errorText(findModel(Vocab, Root, {ModelKind::IR2VecVocab}));
+  EXPECT_NE(Message.find("belongs to user 'nobody'"), std::string::npos)
       << Message;
 }
 

@@ -21,8 +21,10 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <pwd.h>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace mlbridge;
@@ -73,6 +75,26 @@ TEST(OnnxModelRunnerTest, RuntimeVersionIsChecked) {
             std::string::npos)
       << Message;
   EXPECT_NE(Message.find("C API version 999"), std::string::npos) << Message;
+}
+
+TEST(OnnxModelRunnerTest, RefusesAModelAnotherUserControls) {
+  ASSERT_EQ(::geteuid(), 0u) << "chown needs root";
+  llvm::SmallString<128> Dir;
+  ASSERT_FALSE(
+      llvm::sys::fs::createUniqueDirectory("mlbridge-onnx-trust", Dir));
+  std::string Copy = (Dir + "/multi_input.onnx").str();
+  ASSERT_FALSE(llvm::sys::fs::copy_file(modelPath("multi_input.onnx"), Copy));
+  struct passwd *Nobody = ::getpwnam("nobody");
+  ASSERT_NE(Nobody, nullptr);
+  ASSERT_EQ(::chown(Copy.c_str(), Nobody->pw_uid, Nobody->pw_gid), 0);
+  std::string Message = errorOf(OnnxModel::load(Copy));
+  EXPECT_NE(Message.find("refusing to load ONNX model " + Copy +
+                         ": it belongs to user 'nobody'"),
+            std::string::npos)
+      << Message;
+  ASSERT_EQ(::chown(Copy.c_str(), 0, 0), 0);
+  EXPECT_EQ(errorOf(OnnxModel::load(Copy)), "<success>");
+  llvm::sys::fs::remove_directories(Dir);
 }
 
 TEST(OnnxModelRunnerTest, LoadedModelDescribesItsInputsAndOutputs) {

@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <mutex>
 #include <poll.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -463,7 +464,19 @@ TEST_F(PipeRunnerTest, DynamicAdviceNeedsARecordSerDes) {
 
 // -- mlbridge's extensions: end of session, outcomes, per-request specs ------
 
+/// Writes \p Words to `<base>.ext`, as a model side that understands
+/// mlbridge's extensions does before opening the FIFOs.
+void announce(const std::string &Base, StringRef Words) {
+  std::string Path = Base + ".ext";
+  int FD = ::open(Path.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  ASSERT_GE(FD, 0) << Path << ": " << std::strerror(errno);
+  ASSERT_EQ(::write(FD, Words.data(), Words.size()),
+            static_cast<ssize_t>(Words.size()));
+  ::close(FD);
+}
+
 TEST_F(PipeRunnerTest, FinishSendsAnEndRecordAndClosesTheFifos) {
+  announce(Base, "end\n");
   MLB_ASSERT_VALUE(R, PipeModelRunner::create(
                           specs(), createSpec<int64_t>("d", {1}), options()));
   std::string Header, Obs, End, After = "unset";
@@ -488,12 +501,53 @@ TEST_F(PipeRunnerTest, FinishSendsAnEndRecordAndClosesTheFifos) {
   EXPECT_EQ(After, "");
   EXPECT_CONTAINS(errorText(R->evaluate<int64_t>().takeError()),
                   "the session was finished");
+  ::unlink((Base + ".ext").c_str());
 }
 
-TEST_F(PipeRunnerTest, DestructionEndsTheSessionUnlessTurnedOff) {
-  for (bool SendEnd : {true, false}) {
+/// A host written for stock LLVM (no `<base>.ext`) gets nothing but LLVM's
+/// protocol; the end record goes to a model side that announced it, or when
+/// the user opts in, and never when turned off.
+TEST_F(PipeRunnerTest, EndRecordOnlyWhenAnnouncedOrAskedFor) {
+  struct Case {
+    PipeEndRecord Mode;
+    const char *Announced; // nullptr: no <base>.ext
+    bool Sent;
+  };
+  for (Case C : {Case{PipeEndRecord::Negotiated, nullptr, false},
+                 Case{PipeEndRecord::Negotiated, "other-extension\n", false},
+                 Case{PipeEndRecord::Negotiated, "framed end\n", true},
+                 Case{PipeEndRecord::Always, nullptr, true},
+                 Case{PipeEndRecord::Never, "end", false}}) {
+    if (C.Announced)
+      announce(Base, C.Announced);
     PipeModelRunnerOptions O = options();
-    O.SendEnd = SendEnd;
+    O.SendEnd = C.Mode;
+    std::string Rest = "unset";
+    {
+      MLB_ASSERT_VALUE(R, PipeModelRunner::create(
+                              specs(), createSpec<int64_t>("d", {1}), O));
+      ModelThread M([&] {
+        RawModel Model(Base);
+        if (!Model.open())
+          return;
+        Model.readLine();       // header
+        Model.readLine();       // context
+        Rest = Model.read(100); // until the end of file
+      });
+      MLB_ASSERT_OK(R->switchContext("f"));
+      EXPECT_EQ(R->sendsEnd(), C.Sent);
+      R.reset(); // ends the session while the model waits
+    }
+    EXPECT_EQ(Rest, C.Sent ? "{\"end\":true}\n" : "")
+        << static_cast<int>(C.Mode) << " " << (C.Announced ? C.Announced : "");
+    ::unlink((Base + ".ext").c_str());
+  }
+}
+
+TEST_F(PipeRunnerTest, RecordSerDesEndsTheSessionWithoutAnnouncement) {
+  for (bool SendEnd : {true, false}) {
+    PipeModelRunnerOptions O = options(SerDesKind::JSON);
+    O.SendEnd = SendEnd ? PipeEndRecord::Negotiated : PipeEndRecord::Never;
     std::string Rest = "unset";
     {
       MLB_ASSERT_VALUE(R, PipeModelRunner::create(
@@ -511,6 +565,100 @@ TEST_F(PipeRunnerTest, DestructionEndsTheSessionUnlessTurnedOff) {
     }
     EXPECT_EQ(Rest, SendEnd ? "{\"end\":true}\n" : "") << SendEnd;
   }
+}
+
+// -- trust: nothing another user controls
+// ----------------------------------------
+
+/// The uid and gid of user nobody (the tests run as root, which may chown).
+std::pair<uid_t, gid_t> nobody() {
+  struct passwd *P = ::getpwnam("nobody");
+  return P ? std::pair(P->pw_uid, P->pw_gid)
+           : std::pair(uid_t(65534), gid_t(65534));
+}
+
+/// The error of connecting a runner (no FIFO creation) to \p Base.
+std::string connectError(const std::string &Base) {
+  PipeModelRunnerOptions O;
+  O.ChannelBase = Base;
+  O.ConnectTimeout = 200ms;
+  O.Timeout = 200ms;
+  Expected<std::unique_ptr<PipeModelRunner>> R =
+      PipeModelRunner::create(specs(), createSpec<int64_t>("d", {1}), O);
+  if (!R)
+    return errorText(R.takeError());
+  return errorText((*R)->connect());
+}
+
+TEST_F(PipeRunnerTest, RefusesFifosOfAnotherUser) {
+  ASSERT_EQ(::geteuid(), 0u) << "chown needs root";
+  auto [Uid, Gid] = nobody();
+  for (const char *Which : {".in", ".out"}) {
+    for (const char *Ext : {".in", ".out"})
+      ASSERT_EQ(::mkfifo((Base + Ext).c_str(), 0600), 0);
+    ASSERT_EQ(::chown((Base + Which).c_str(), Uid, Gid), 0);
+    // A model of user nobody waits at the other end: the runner must refuse
+    // before it would talk to it.
+    int Keep = ::open((Base + ".in").c_str(), O_RDWR | O_NONBLOCK);
+    int Keep2 = ::open((Base + ".out").c_str(), O_RDWR | O_NONBLOCK);
+    std::string Msg = connectError(Base);
+    EXPECT_CONTAINS(Msg, "refusing " + Base + Which);
+    EXPECT_CONTAINS(Msg, "belongs to user 'nobody' (uid " +
+                             std::to_string(Uid) + ")");
+    EXPECT_CONTAINS(Msg, "private folder");
+    ::close(Keep);
+    ::close(Keep2);
+    for (const char *Ext : {".in", ".out"})
+      ::unlink((Base + Ext).c_str());
+  }
+}
+
+TEST_F(PipeRunnerTest, RefusesFifosOthersMayWrite) {
+  for (const char *Ext : {".in", ".out"}) {
+    ASSERT_EQ(::mkfifo((Base + Ext).c_str(), 0600), 0);
+  }
+  ASSERT_EQ(::chmod((Base + ".in").c_str(), 0622), 0);
+  std::string Msg = connectError(Base);
+  EXPECT_CONTAINS(Msg, "refusing " + Base +
+                           ".in: its group or others may "
+                           "write it (mode 0622)");
+  for (const char *Ext : {".in", ".out"})
+    ::unlink((Base + Ext).c_str());
+}
+
+TEST_F(PipeRunnerTest, RefusesAChannelFolderOthersMayWriteOrOwn) {
+  ASSERT_EQ(::chmod(Dir.c_str(), 01777), 0); // as /tmp
+  std::string Msg = connectError(Base);
+  EXPECT_CONTAINS(Msg, "its folder " + Dir +
+                           " may be written by its group or others "
+                           "(mode 1777)");
+  ASSERT_EQ(::chmod(Dir.c_str(), 0700), 0);
+  auto [Uid, Gid] = nobody();
+  ASSERT_EQ(::chown(Dir.c_str(), Uid, Gid), 0);
+  Msg = connectError(Base);
+  EXPECT_CONTAINS(Msg, "its folder " + Dir + " belongs to user 'nobody'");
+  ASSERT_EQ(::chown(Dir.c_str(), ::geteuid(), ::getegid()), 0);
+}
+
+TEST_F(PipeRunnerTest, RefusesAnExtensionsFileOfAnotherUser) {
+  announce(Base, "end");
+  auto [Uid, Gid] = nobody();
+  ASSERT_EQ(::chown((Base + ".ext").c_str(), Uid, Gid), 0);
+  MLB_ASSERT_VALUE(R, PipeModelRunner::create(
+                          specs(), createSpec<int64_t>("d", {1}), options()));
+  {
+    ModelThread M([&] {
+      RawModel Model(Base);
+      if (Model.open())
+        Model.read(1);
+    });
+    std::string Msg = errorText(R->connect());
+    EXPECT_CONTAINS(Msg, "refusing " + Base +
+                             ".ext: it belongs to user "
+                             "'nobody'");
+  }
+  R.reset();
+  ::unlink((Base + ".ext").c_str());
 }
 
 TEST_F(PipeRunnerTest, OutcomesAreCheckedBeforeSending) {
@@ -534,6 +682,7 @@ TEST_F(PipeRunnerTest, OutcomesAreCheckedBeforeSending) {
 TEST_F(PipeRunnerTest, OutcomeAndNewHeaderBytesForLLVMsLayout) {
   PipeModelRunnerOptions O = options();
   O.Score = createSpec<float>("reward", {1});
+  O.SendEnd = PipeEndRecord::Always; // the user opts in
   MLB_ASSERT_VALUE(
       R, PipeModelRunner::create(specs(), createSpec<int64_t>("d", {1}), O));
   std::string Header, Outcome, Header2, Obs2, End;

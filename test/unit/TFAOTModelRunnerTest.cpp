@@ -15,13 +15,17 @@
 #include "TestUtil.h"
 #include "mixed_mlbridge.h"
 
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "gtest/gtest.h"
 
 #include <cmath>
 #include <dlfcn.h>
+#include <pwd.h>
+#include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 
 using namespace mlbridge;
 using namespace mlbridge::test;
@@ -218,7 +222,7 @@ TEST(TFAOTModelRunner, BadSharedObjectsAreRefused) {
   std::string Msg =
       errorText(TFAOTModelRunner::load("/nonexistent/model.so", mixedFeatures(),
                                        createSpec<float>("score", {1})));
-  EXPECT_NE(Msg.find("cannot load TF AOT model /nonexistent/model.so"),
+  EXPECT_NE(Msg.find("cannot use TF AOT model /nonexistent/model.so"),
             std::string::npos)
       << Msg;
   Msg = errorText(TFAOTModelRunner::load(AOT_NO_ABI_SO, mixedFeatures(),
@@ -235,6 +239,38 @@ TEST(TFAOTModelRunner, BadSharedObjectsAreRefused) {
       std::string(AOT_MODELS_DIR) + "/mixed.answers.json", mixedFeatures(),
       createSpec<float>("score", {1})));
   EXPECT_NE(Msg.find("cannot load TF AOT model"), std::string::npos) << Msg;
+}
+
+/// dlopen() runs a library's constructors: a model file another user
+/// controls is refused before it is loaded.
+TEST(TFAOTModelRunner, RefusesASharedObjectAnotherUserControls) {
+  ASSERT_EQ(::geteuid(), 0u) << "chown needs root";
+  SmallString<128> Dir;
+  ASSERT_FALSE(sys::fs::createUniqueDirectory("mlbridge-aot-trust", Dir));
+  std::string Copy = (Dir + "/mixed.so").str();
+  ASSERT_FALSE(sys::fs::copy_file(AOT_MIXED_SO, Copy));
+  struct passwd *Nobody = ::getpwnam("nobody");
+  ASSERT_NE(Nobody, nullptr);
+  ASSERT_EQ(::chown(Copy.c_str(), Nobody->pw_uid, Nobody->pw_gid), 0);
+  std::string Msg = errorText(TFAOTModelRunner::load(
+      Copy, mixedFeatures(), createSpec<float>("score", {1})));
+  EXPECT_NE(Msg.find("refusing to load TF AOT model " + Copy +
+                     ": it belongs to user 'nobody'"),
+            std::string::npos)
+      << Msg;
+  ASSERT_EQ(::chown(Copy.c_str(), 0, 0), 0);
+  ASSERT_EQ(::chmod(Copy.c_str(), 0646), 0);
+  Msg = errorText(TFAOTModelRunner::load(Copy, mixedFeatures(),
+                                         createSpec<float>("score", {1})));
+  EXPECT_NE(Msg.find("its group or others may write it (mode 0646)"),
+            std::string::npos)
+      << Msg;
+  // Once it is the user's and private, the same file loads.
+  ASSERT_EQ(::chmod(Copy.c_str(), 0644), 0);
+  EXPECT_EQ(errorText(TFAOTModelRunner::load(Copy, mixedFeatures(),
+                                             createSpec<float>("score", {1}))),
+            "<success>");
+  sys::fs::remove_directories(Dir);
 }
 
 TEST(TFAOTModelRunner, RunnersShareOneLoadedLibrary) {
