@@ -40,9 +40,11 @@ _TIMEOUT_S = 30.0
 #: The LLVM 22 tools the plugins and commands run.
 LLVM_TOOLS = ("opt", "llc", "mlir-opt", "clang", "llvm-size", "llvm-ir2vec")
 
-#: Runner modules beside the plugins, with the CMake option that builds each.
+#: The runtime components the plugins link, and the runner modules they load on first
+#: use, beside the plugins, with the CMake option that builds each.
 _RUNNER_MODULES = (
-    ("libMLBridgePluginRuntime.so", "MLBRIDGE_BUILD_PLUGINS"),
+    ("libMLBridgeCore.so", "MLBRIDGE_BUILD_PLUGINS"),
+    ("libMLBridgePipe.so", "MLBRIDGE_BUILD_PLUGINS"),
     ("MLBridgeRunnerGrpc.so", "MLBRIDGE_ENABLE_GRPC"),
     ("MLBridgeRunnerOnnx.so", "MLBRIDGE_ENABLE_ONNX"),
 )
