@@ -45,6 +45,11 @@ using llvm::StringRef;
 
 namespace {
 
+/// A fault must end (not hang) well within this, whatever the load: the
+/// bounds under test are 0.1-1 s, and a sanitizer build on a busy 2-core
+/// machine runs them many times slower. A hang detector, never a speed claim.
+constexpr auto HangBound = std::chrono::seconds(60);
+
 #define EXPECT_CONTAINS(Haystack, Needle)                                      \
   EXPECT_NE(std::string(Haystack).find(Needle), std::string::npos)             \
       << "'" << (Haystack) << "' lacks '" << (Needle) << "'"
@@ -258,7 +263,7 @@ TEST(GrpcModelRunner, ServerNeverStartedFailsWithinBound) {
   auto R = GrpcModelRunner::create(features(), advice(), O);
   ASSERT_FALSE(!!R);
   std::string Msg = errorText(R.takeError());
-  EXPECT_LT(std::chrono::steady_clock::now() - Start, 10s);
+  EXPECT_LT(std::chrono::steady_clock::now() - Start, HangBound);
   EXPECT_CONTAINS(Msg, "cannot connect to the model server at 127.0.0.1:" +
                            std::to_string(Port) + " within 1000 ms");
 }
@@ -300,7 +305,7 @@ TEST(GrpcModelRunner, ServerDyingMidRunIsAClearError) {
   Expected<int64_t> Second = R->evaluate<int64_t>();
   ASSERT_FALSE(!!Second);
   std::string Msg = errorText(Second.takeError());
-  EXPECT_LT(std::chrono::steady_clock::now() - Start, 10s);
+  EXPECT_LT(std::chrono::steady_clock::now() - Start, HangBound);
   EXPECT_CONTAINS(Msg, "gRPC ModelService/Evaluate to " + S.Address);
   EXPECT_CONTAINS(Msg, "UNAVAILABLE");
 }
@@ -315,7 +320,7 @@ TEST(GrpcModelRunner, DeadlineExceededIsAClearError) {
   Expected<int64_t> Y = R->evaluate<int64_t>();
   ASSERT_FALSE(!!Y);
   std::string Msg = errorText(Y.takeError());
-  EXPECT_LT(std::chrono::steady_clock::now() - Start, 10s);
+  EXPECT_LT(std::chrono::steady_clock::now() - Start, HangBound);
   EXPECT_CONTAINS(Msg, "gRPC ModelService/Evaluate to " + S.Address);
   EXPECT_CONTAINS(Msg, "DEADLINE_EXCEEDED");
   EXPECT_CONTAINS(Msg, "deadline 300 ms");
@@ -723,7 +728,7 @@ TEST(GrpcCompilerServer, NoTrainerFailsWithinBound) {
   Expected<int64_t> Y = S->evaluate<int64_t>();
   ASSERT_FALSE(!!Y);
   std::string Msg = errorText(Y.takeError());
-  EXPECT_LT(std::chrono::steady_clock::now() - Start, 10s);
+  EXPECT_LT(std::chrono::steady_clock::now() - Start, HangBound);
   EXPECT_CONTAINS(Msg, "gRPC compiler server at " + S->address() +
                            ": no action (CompilerService/Act) for "
                            "observation 0 within 500 ms");
@@ -1012,7 +1017,7 @@ TEST(GrpcUserTraining, NoTrainerFailsWithinBound) {
   MLB_ASSERT_VALUE(S, GrpcCompilerServer::create(features(), advice(), O));
   auto Start = std::chrono::steady_clock::now();
   std::string Msg = errorText(S->evaluate<int64_t>());
-  EXPECT_LT(std::chrono::steady_clock::now() - Start, 10s);
+  EXPECT_LT(std::chrono::steady_clock::now() - Start, HangBound);
   EXPECT_CONTAINS(Msg, "gRPC compiler server at " + S->address() +
                            ": no action (" + EnvAct + " or " + EnvStep +
                            ") for observation 0 within 500 ms; no trainer "
@@ -1033,7 +1038,7 @@ TEST(GrpcUserTraining, TrainerGoneMidEpisodeFailsWithinBound) {
   MLB_ASSERT_OK(decide(*S, 1, {}));
   auto Start = std::chrono::steady_clock::now();
   std::string Msg = errorText(S->evaluate<int64_t>());
-  EXPECT_LT(std::chrono::steady_clock::now() - Start, 10s);
+  EXPECT_LT(std::chrono::steady_clock::now() - Start, HangBound);
   ASSERT_EQ(Trainer.wait_for(60s), std::future_status::ready);
   EXPECT_TRUE(Trainer.get().ok());
   EXPECT_CONTAINS(Msg, "no action (" + std::string(EnvAct) + " or " + EnvStep +
