@@ -6,7 +6,7 @@
 /*
  * The third host of the round-trip benchmark (the paper's was a C compiler):
  * a plain C11 program that asks the model only through the C API
- * (include/mlbridge/mlbridge.h). Same command line, experiment and JSON
+ * (include/mlbridge-c/mlbridge.h). Same command line, experiment and JSON
  * output as bench/RoundTrip.cpp, so bench/roundtrip.py's model side and
  * driver serve it unchanged:
  *
@@ -22,7 +22,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "mlbridge/mlbridge.h"
+#include "mlbridge-c/mlbridge.h"
 
 #include <math.h>
 #include <stdint.h>

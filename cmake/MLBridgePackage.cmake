@@ -47,9 +47,9 @@ else()
   set(MLBRIDGE_PACKAGE_HAS_TARGETS FALSE)
 endif()
 
-# Public headers (include/mlbridge/**), plus generated headers the runtime
+# Public headers (include/mlbridge/**, the C API in include/mlbridge-c/), plus generated headers the runtime
 # may place under <build>/include/mlbridge.
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/mlbridge
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/mlbridge ${PROJECT_SOURCE_DIR}/include/mlbridge-c
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   COMPONENT mlbridge_dev
   FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" PATTERN "*.def" PATTERN "*.inc")

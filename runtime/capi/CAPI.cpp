@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mlbridge/mlbridge.h"
+#include "mlbridge-c/mlbridge.h"
 
 #include "mlbridge/MLModelRunner.h"
 #include "mlbridge/ModelRegistry.h"

@@ -9,7 +9,7 @@
 
 #define _POSIX_C_SOURCE 200809L
 
-#include "mlbridge/mlbridge.h"
+#include "mlbridge-c/mlbridge.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -3,7 +3,7 @@
  * runner: every answer must be the model's formula, trip_count % 4 == 0 ? 4 : 2
  * (Python's %, so -4 gives 4 and -1 gives 2), whatever the other thread does.
  *   native_threads MODEL.so QUERIES */
-#include "mlbridge/mlbridge.h"
+#include "mlbridge-c/mlbridge.h"
 
 #include <pthread.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/*===- mlbridge.h - C API of the mlbridge runtime -----------------*- C -*-===*\
+/*===- mlbridge-c/mlbridge.h - C API of the mlbridge runtime -------*- C -*-===*\
 |*                                                                            *|
 |* Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.      *|
 |*                                                                            *|
@@ -11,8 +11,8 @@
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
-#ifndef MLBRIDGE_MLBRIDGE_H
-#define MLBRIDGE_MLBRIDGE_H
+#ifndef MLBRIDGE_C_MLBRIDGE_H
+#define MLBRIDGE_C_MLBRIDGE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -428,4 +428,4 @@ mlbridge_status mlbridge_message_get_tensor(const mlbridge_message *message,
 }
 #endif
 
-#endif /* MLBRIDGE_MLBRIDGE_H */
+#endif /* MLBRIDGE_C_MLBRIDGE_H */
