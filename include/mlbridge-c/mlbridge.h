@@ -1,4 +1,4 @@
-/*===- mlbridge-c/mlbridge.h - C API of the mlbridge runtime -------*- C -*-===*\
+/*===- mlbridge-c/mlbridge.h - C API of the mlbridge runtime ----*- C -*-===*\
 |*                                                                            *|
 |* Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.      *|
 |*                                                                            *|
