@@ -79,7 +79,10 @@ if [ ! -f "$ORT_STAMP" ]; then
   t0=$(now)
   APTDIR="$DEPS/apt-trixie"
   mkdir -p "$APTDIR/lists/partial" "$APTDIR/cache/archives/partial" "$APTDIR/download"
-  echo "deb http://deb.debian.org/debian trixie main" > "$APTDIR/sources.list"
+  # The Debian archive the system's apt sources name (no mirror is written here).
+  ARCHIVE=$("$PYTHON" "$ROOT/mlbridge/_apt.py") \
+    || die "cannot tell which Debian archive to use (see above)"
+  echo "deb $ARCHIVE trixie main" > "$APTDIR/sources.list"
   APT_OPTS=(-o "Dir::Etc::SourceList=$APTDIR/sources.list" -o "Dir::Etc::SourceParts=/dev/null"
             -o "Dir::State::Lists=$APTDIR/lists" -o "Dir::Cache=$APTDIR/cache"
             -o "APT::Sandbox::User=root")

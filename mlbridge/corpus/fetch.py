@@ -14,6 +14,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from mlbridge import _apt
 from mlbridge.corpus.errors import ChecksumError, CorpusError
 from mlbridge.corpus.recipe import Project, Recipe
 from mlbridge.paths import find_source_dir
@@ -31,13 +32,27 @@ __all__ = [
 
 #: mlbridge's cache folder, used for the corpus outside a source checkout.
 CACHE_DIR_ENV = "MLBRIDGE_CACHE_DIR"
-#: Overrides the recipe's Debian mirror (e.g. a local mirror).
-MIRROR_ENV = "MLBRIDGE_DEBIAN_MIRROR"
+#: Overrides the Debian archive the apt sources name (e.g. a local mirror).
+MIRROR_ENV = _apt.MIRROR_ENV
 
 _APT_HELPER = "/usr/lib/apt/apt-helper"
 _DOWNLOAD_TIMEOUT_S = 600
 
 Progress = Callable[[str], None]
+
+
+def _archive(recipe: Recipe) -> str:
+    """The Debian archive to download from.
+
+    ``$MLBRIDGE_DEBIAN_MIRROR``, else the recipe's own ``mirror`` if it names one, else the
+    archive of the system's apt sources.
+    """
+    if recipe.mirror and not os.environ.get(MIRROR_ENV):
+        return recipe.mirror
+    try:
+        return _apt.debian_archive_uri()
+    except _apt.AptSourcesError as e:
+        raise CorpusError(f"cannot tell where to download the corpus from: {e}") from None
 
 
 def _cache_root() -> Path:
@@ -165,11 +180,13 @@ def fetch_sources(
     """
     sources_dir = Path(sources_dir)
     sources_dir.mkdir(parents=True, exist_ok=True)
-    mirror = os.environ.get(MIRROR_ENV, recipe.mirror).rstrip("/")
     paths = []
+    mirror: str | None = None
     for project in projects if projects is not None else recipe.projects:
         path = archive_path(sources_dir, project)
         if not path.is_file():
+            if mirror is None:
+                mirror = _archive(recipe)
             url = f"{mirror}/{project.source.path}"
             if progress:
                 progress(f"fetching {project.name} {project.version}: {url}")

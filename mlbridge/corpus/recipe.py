@@ -72,7 +72,8 @@ class Recipe:
 
     path: Path
     version: str
-    mirror: str
+    #: A Debian archive this recipe pins (rare: by default the apt sources' archive).
+    mirror: str | None
     compile_flags: tuple[str, ...]
     projects: tuple[Project, ...]
     sha256: str
@@ -267,7 +268,7 @@ def load_recipe(path: str | Path | None = None) -> Recipe:
     return Recipe(
         path=path.resolve(),
         version=str(data.get("version", "")),
-        mirror=str(data.get("mirror", "http://deb.debian.org/debian")).rstrip("/"),
+        mirror=str(data["mirror"]).rstrip("/") if data.get("mirror") else None,
         compile_flags=flags,
         projects=projects,
         sha256=hashlib.sha256(raw).hexdigest(),
