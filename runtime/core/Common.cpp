@@ -302,6 +302,23 @@ Error checkJSONLine(StringRef Line, size_t MaxDepth, StringRef SerDesName,
     return decodeError(SerDesName,
                        "line at byte offset " + Twine(Offset) + " " + What);
   };
+  // The depth first, over the whole line, as the Python side does: a line
+  // that is both too deep and lexically wrong is a limit error in both.
+  size_t Depth = 0;
+  for (size_t I = 0, N = Line.size(); I < N; ++I) {
+    char C = Line[I];
+    if (C == '"') {
+      for (++I; I < N && Line[I] != '"'; ++I)
+        if (Line[I] == '\\')
+          ++I;
+    } else if (C == '[' || C == '{') {
+      if (++Depth > MaxDepth)
+        return Fail("nests JSON arrays and objects more than " +
+                    Twine(MaxDepth) + " deep (MaxDepth)");
+    } else if ((C == ']' || C == '}') && Depth > 0) {
+      --Depth;
+    }
+  }
   SmallVector<LexFrame, 8> Stack;
   for (size_t I = 0, N = Line.size(); I < N; ++I) {
     char C = Line[I];
@@ -364,9 +381,6 @@ Error checkJSONLine(StringRef Line, size_t MaxDepth, StringRef SerDesName,
     switch (C) {
     case '{':
     case '[':
-      if (Stack.size() + 1 > MaxDepth)
-        return Fail("nests JSON arrays and objects more than " +
-                    Twine(MaxDepth) + " deep (MaxDepth)");
       Stack.push_back({C == '{', C == '{', StringRef()});
       break;
     case '}':
