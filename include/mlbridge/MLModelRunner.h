@@ -140,6 +140,30 @@ public:
   virtual llvm::Error sendOutcome(int64_t ObservationId,
                                   const TensorValue &Score);
 
+  /// Replaces the feature and advice specs mid-session (per-request specs,
+  /// agents that take turns): the feature buffers are made anew
+  /// (zero-filled), and pointers from getTensor() become invalid. The
+  /// default fails (std::errc::not_supported): only a runner whose
+  /// capabilities() say SpecChanges can.
+  virtual llvm::Error changeSpecs(std::vector<TensorSpec> FeatureSpecs,
+                                  TensorSpec AdviceSpec);
+
+  /// What a runner can do beyond evaluating, so that a caller can say what
+  /// is missing before it tries.
+  struct Capabilities {
+    /// sendOutcome() works once the runner has a score spec.
+    bool Outcomes = false;
+    /// changeSpecs() works.
+    bool SpecChanges = false;
+  };
+  /// This runner's capabilities; the default has none.
+  virtual Capabilities capabilities() const;
+
+  /// Whether calls can still succeed: false once finish() ran or the
+  /// connection to the model broke (every later call fails with the reason).
+  /// The default is always usable.
+  virtual bool usable() const;
+
   /// Ends the session (the end of an episode): a runner talking to another
   /// process tells it and lets go of the connection; later evaluations
   /// fail. Idempotent. The default does nothing.

@@ -164,7 +164,14 @@ public:
   /// the model side. The feature buffers are made anew (zero-filled). Not
   /// for a host that only knows LLVM's protocol.
   llvm::Error changeSpecs(std::vector<TensorSpec> FeatureSpecs,
-                          TensorSpec AdviceSpec);
+                          TensorSpec AdviceSpec) override;
+
+  /// Outcomes (with a score spec) and spec changes.
+  Capabilities capabilities() const override {
+    return {/*Outcomes=*/true, /*SpecChanges=*/true};
+  }
+  /// False once finished or failed.
+  bool usable() const override { return !finished() && !failed(); }
 
   /// Ends the session: sends the end record (unless disabled) and closes both
   /// FIFOs, so the model sees the end. Idempotent; later evaluations fail.

@@ -11,7 +11,8 @@
 /// runners here, by name, when they are loaded: a program that links one, or
 /// a plugin that loads its runner module on first use, finds it through
 /// lookupSerDes() / lookupRunner(); createSerDes() uses lookupSerDes() for
-/// the protobuf SerDes. Linking a component's CMake target is enough: the
+/// the protobuf SerDes, createModelRunner() (mlbridge/RunnerFactory.h) uses
+/// lookupRunner(). Linking a component's CMake target is enough: the
 /// shared library carries the link option `--no-as-needed` and the static
 /// one `--undefined=mlbridge_component_<name>`, so the component is loaded
 /// (and registers itself) even when the program never names its symbols.
@@ -21,6 +22,7 @@
 #define MLBRIDGE_REGISTRY_H
 
 #include "mlbridge/MLModelRunner.h"
+#include "mlbridge/RunnerFactory.h"
 #include "mlbridge/SerDes/SerDes.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -37,11 +39,12 @@ namespace mlbridge {
 using SerDesFactoryFn =
     std::unique_ptr<SerDes> (*)(const DecoderLimits &Limits);
 
-/// Builds a runner for \p Features and \p Advice. \p Target is what the
-/// runner needs to find its model: a gRPC server's `host:port`, an ONNX model
-/// file, a TF AOT shared object. \p Timeout bounds every wait.
+/// Builds a runner for \p Features and \p Advice as \p Config says (its
+/// timeout, SerDes, score spec, ...). \p Target is what createModelRunner()
+/// resolved for the runner to find its model: the pipe's channel base, a
+/// gRPC server's `host:port`, an ONNX model file, a shared object.
 using RunnerFactoryFn = llvm::Expected<std::unique_ptr<MLModelRunner>> (*)(
-    llvm::StringRef Target, std::chrono::milliseconds Timeout,
+    const RunnerConfig &Config, llvm::StringRef Target,
     std::vector<TensorSpec> Features, TensorSpec Advice);
 
 /// Registers the SerDes \p Name (e.g. "protobuf"). A second registration of
@@ -55,6 +58,20 @@ SerDesFactoryFn lookupSerDes(llvm::StringRef Name);
 void registerRunner(llvm::StringRef Name, RunnerFactoryFn Factory);
 /// The runner registered as \p Name, or null.
 RunnerFactoryFn lookupRunner(llvm::StringRef Name);
+
+/// Loads the component that registers the runner (\p What "runner") or
+/// SerDes (\p What "serdes") \p Name, or fails saying why it cannot.
+using ComponentLoaderFn = llvm::Error (*)(llvm::StringRef What,
+                                          llvm::StringRef Name);
+/// Sets the loader asked for a runner or SerDes that is not registered (the
+/// plugins load their runner modules on first use this way); null: none.
+void setComponentLoader(ComponentLoaderFn Loader);
+
+/// The runner registered as \p Name, after asking the component loader if it
+/// is not registered yet; an error naming what is missing and the fix.
+llvm::Expected<RunnerFactoryFn> findRunner(llvm::StringRef Name);
+/// The same for the SerDes \p Name.
+llvm::Expected<SerDesFactoryFn> findSerDes(llvm::StringRef Name);
 
 /// The names registered so far (SerDes, then runners), sorted; for messages.
 std::vector<std::string> registeredSerDes();

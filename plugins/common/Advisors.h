@@ -9,8 +9,8 @@
 #ifndef MLBRIDGE_PLUGINS_COMMON_ADVISORS_H
 #define MLBRIDGE_PLUGINS_COMMON_ADVISORS_H
 
+#include "mlbridge/RunnerFactory.h"
 #include "passes/llvm/FunctionFeatures.h"
-#include "plugins/common/RunnerFactory.h"
 
 #include <memory>
 

@@ -12,7 +12,7 @@
 #ifndef MLBRIDGE_PLUGINS_COMMON_RUNNERCOMMANDLINE_H
 #define MLBRIDGE_PLUGINS_COMMON_RUNNERCOMMANDLINE_H
 
-#include "plugins/common/RunnerFactory.h"
+#include "mlbridge/RunnerFactory.h"
 
 #include "llvm/Support/CommandLine.h"
 

@@ -139,16 +139,16 @@ std::vector<std::unique_ptr<Pass>> priorityAdvisorPasses() {
   std::vector<std::unique_ptr<Pass>> Passes;
   if (!mlPriorityAdvisorSelected())
     return Passes;
-  mlbridge::plugins::RunnerConfig Config = PriorityRunnerOpts.config();
+  mlbridge::RunnerConfig Config = PriorityRunnerOpts.config();
   mlbridge::passes::MLPriorityAdvisorOptions Options;
   Options.AdviceType = PriorityAdviceTypeOpt;
   Options.FallBackOnFailure =
-      Config.OnFailure == mlbridge::plugins::ModelFailurePolicy::Fallback;
-  Options.RunnerDescription = mlbridge::plugins::describeRunner(Config);
+      Config.OnFailure == mlbridge::ModelFailurePolicy::Fallback;
+  Options.RunnerDescription = mlbridge::describeRunner(Config);
   auto Factory = [Config, Type = Options.AdviceType](
                      std::vector<mlbridge::TensorSpec> Features,
                      mlbridge::TensorSpec Advice) {
-    return mlbridge::plugins::createModelRunner(
+    return mlbridge::createModelRunner(
         Config, std::move(Features), std::move(Advice),
         mlbridge::passes::defaultPriorityPolicy(Type));
   };

@@ -145,15 +145,15 @@ InlineAdvisor *createInlineAdvisor(Module &M, FunctionAnalysisManager &FAM,
         DS_Warning));
     return std::make_unique<DefaultInlineAdvisor>(M, FAM, Params, IC).release();
   }
-  mlbridge::plugins::RunnerConfig Config = InlineRunnerOpts.config();
+  mlbridge::RunnerConfig Config = InlineRunnerOpts.config();
   mlbridge::passes::MLInlineAdvisorOptions Options;
   Options.IncludeDefault = InlineIncludeDefault;
   Options.FallBackOnFailure =
-      Config.OnFailure == mlbridge::plugins::ModelFailurePolicy::Fallback;
-  Options.RunnerDescription = mlbridge::plugins::describeRunner(Config);
+      Config.OnFailure == mlbridge::ModelFailurePolicy::Fallback;
+  Options.RunnerDescription = mlbridge::describeRunner(Config);
   auto Factory = [&Config](std::vector<mlbridge::TensorSpec> Features,
                            mlbridge::TensorSpec Advice) {
-    return mlbridge::plugins::createModelRunner(
+    return mlbridge::createModelRunner(
         Config, std::move(Features), std::move(Advice),
         mlbridge::passes::inliningDefaultPolicy());
   };
@@ -209,20 +209,20 @@ void registerRoundTripPass(PassBuilder &PB) {
          ArrayRef<PassBuilder::PipelineElement>) {
         if (Name != "mlbridge-roundtrip")
           return false;
-        mlbridge::plugins::RunnerConfig Config = RoundTripRunnerOpts.config();
+        mlbridge::RunnerConfig Config = RoundTripRunnerOpts.config();
         mlbridge::passes::RoundTripOptions Options;
         Options.Length = RoundTripLength;
         Options.Queries = RoundTripQueries;
         Options.ReportPath = RoundTripReport;
-        Options.RunnerDescription = mlbridge::plugins::describeRunner(Config);
+        Options.RunnerDescription = mlbridge::describeRunner(Config);
         MPM.addPass(mlbridge::passes::RoundTripPass(
             std::move(Options),
             [Config](std::vector<mlbridge::TensorSpec> Features,
                      mlbridge::TensorSpec Advice,
                      mlbridge::CallbackModelRunner::Callback Builtin) {
-              return mlbridge::plugins::createModelRunner(
-                  Config, std::move(Features), std::move(Advice),
-                  std::move(Builtin));
+              return mlbridge::createModelRunner(Config, std::move(Features),
+                                                 std::move(Advice),
+                                                 std::move(Builtin));
             }));
         return true;
       });
@@ -285,8 +285,7 @@ cl::opt<bool> PhaseOrderTrace(
 // carries outcomes (a pipe runner to a training agent) reports the code size
 // after each step; other runners have no reward channel (empty scoreSpec()).
 Expected<mlbridge::passes::PhaseOrderAgent>
-makePhaseOrderAgent(mlbridge::plugins::RunnerConfig Config,
-                    unsigned ActionCount,
+makePhaseOrderAgent(mlbridge::RunnerConfig Config, unsigned ActionCount,
                     std::vector<mlbridge::TensorSpec> Features,
                     mlbridge::TensorSpec Advice, mlbridge::TensorSpec Score) {
   Config.Score = std::move(Score);
@@ -297,8 +296,8 @@ makePhaseOrderAgent(mlbridge::plugins::RunnerConfig Config,
     return mlbridge::TensorValue::scalar<int64_t>(
         "action", std::min<int64_t>(Step, ActionCount));
   };
-  auto R = mlbridge::plugins::createModelRunner(Config, std::move(Features),
-                                                std::move(Advice), Builtin);
+  auto R = mlbridge::createModelRunner(Config, std::move(Features),
+                                       std::move(Advice), Builtin);
   if (!R)
     return R.takeError();
   mlbridge::passes::PhaseOrderAgent Agent;
@@ -323,7 +322,7 @@ void registerPhaseOrderPass(PassBuilder &PB) {
             ArrayRef<PassBuilder::PipelineElement>) {
         if (Name != "mlbridge-phase-order")
           return false;
-        mlbridge::plugins::RunnerConfig Config = PhaseOrderRunnerOpts.config();
+        mlbridge::RunnerConfig Config = PhaseOrderRunnerOpts.config();
         mlbridge::passes::PhaseOrderOptions Options;
         Options.ActionsFile = PhaseOrderActionsFile;
         Options.MaxSteps = PhaseOrderMaxSteps;
@@ -331,8 +330,8 @@ void registerPhaseOrderPass(PassBuilder &PB) {
         Options.IR2VecVocab = PhaseOrderIR2VecVocab;
         Options.Trace = PhaseOrderTrace ? &errs() : nullptr;
         Options.FallBackOnFailure =
-            Config.OnFailure == mlbridge::plugins::ModelFailurePolicy::Fallback;
-        Options.RunnerDescription = mlbridge::plugins::describeRunner(Config);
+            Config.OnFailure == mlbridge::ModelFailurePolicy::Fallback;
+        Options.RunnerDescription = mlbridge::describeRunner(Config);
         MPM.addPass(mlbridge::passes::PhaseOrderPass(
             PB, std::move(Options),
             [Config](std::vector<mlbridge::TensorSpec> Features,

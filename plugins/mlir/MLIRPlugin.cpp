@@ -7,14 +7,14 @@
 // Registers mlbridge-annotate-loops, mlbridge-loop-unroll and
 // mlbridge-roundtrip. The runner options of the ML-guided passes
 // (runner=..., channel=..., ...) become a RunnerConfig here, and
-// plugins/common/RunnerFactory builds the runner: the passes never know
-// which one it is.
+// createModelRunner (mlbridge/RunnerFactory.h) builds the runner: the passes
+// never know which one it is.
 //
 //===----------------------------------------------------------------------===//
+#include "mlbridge/RunnerFactory.h"
 #include "passes/mlir/AnnotateLoops.h"
 #include "passes/mlir/LoopUnroll.h"
 #include "passes/mlir/RoundTrip.h"
-#include "plugins/common/RunnerFactory.h"
 
 #include "mlir/Tools/Plugins/PassPlugin.h"
 
@@ -25,7 +25,6 @@
 #endif
 
 using namespace mlbridge;
-using namespace mlbridge::plugins;
 
 namespace {
 

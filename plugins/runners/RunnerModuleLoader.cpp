@@ -7,10 +7,14 @@
 /// \file
 /// Part of each plugin: finds a runner module beside the plugin and loads it
 /// with dlopen; the runtime components the module links register their
-/// runners and SerDes with the core as they are loaded.
+/// runners and SerDes with the core as they are loaded. Loading the plugin
+/// makes this the core's component loader (mlbridge/Registry.h), so that
+/// createModelRunner() loads a module the first time its runner is asked.
 ///
 //===----------------------------------------------------------------------===//
 #include "plugins/runners/RunnerModule.h"
+
+#include "mlbridge/Registry.h"
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
@@ -19,6 +23,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <mutex>
+#include <optional>
 #include <string>
 
 using namespace llvm;
@@ -114,5 +119,31 @@ Expected<const RunnerModuleInfo &> loadRunnerModule(RunnerModuleKind Kind) {
         std::make_error_code(std::errc::no_such_file_or_directory), M.Error);
   return *M.Info;
 }
+
+/// The core's component loader: the runner module that holds runner or SerDes
+/// \p Name. Names no module holds are left to the core's message.
+static Error loadComponentModule(StringRef What, StringRef Name) {
+  std::optional<RunnerModuleKind> Module;
+#if defined(MLBRIDGE_HAVE_GRPC) || defined(MLBRIDGE_HAVE_PROTOBUF)
+  if ((What == "runner" && Name == "grpc") ||
+      (What == "serdes" && Name == "protobuf"))
+    Module = RunnerModuleKind::Grpc;
+#endif
+#ifdef MLBRIDGE_HAVE_ONNX
+  if (What == "runner" && Name == "onnx")
+    Module = RunnerModuleKind::Onnx;
+#endif
+  if (!Module)
+    return Error::success();
+  Expected<const RunnerModuleInfo &> Loaded = loadRunnerModule(*Module);
+  return Loaded ? Error::success() : Loaded.takeError();
+}
+
+namespace {
+/// Installs the loader when the plugin is loaded.
+struct InstallComponentLoader {
+  InstallComponentLoader() { setComponentLoader(loadComponentModule); }
+} TheComponentLoader;
+} // namespace
 
 } // namespace mlbridge::plugins

@@ -32,6 +32,16 @@ Error MLModelRunner::sendOutcome(int64_t, const TensorValue &Score) {
                                "made with a score spec can");
 }
 
+Error MLModelRunner::changeSpecs(std::vector<TensorSpec>, TensorSpec) {
+  return createStringError(std::make_error_code(std::errc::not_supported),
+                           "this runner cannot change its specs mid-session: "
+                           "only a pipe runner can");
+}
+
+MLModelRunner::Capabilities MLModelRunner::capabilities() const { return {}; }
+
+bool MLModelRunner::usable() const { return true; }
+
 Error MLModelRunner::finish() { return Error::success(); }
 
 Error MLModelRunner::checkSpecs(ArrayRef<TensorSpec> FeatureSpecs,

@@ -137,14 +137,12 @@ Expected<std::unique_ptr<SerDes>> createSerDes(SerDesKind Kind,
   case SerDesKind::JSON:
     return createJSONSerDes(Limits);
   case SerDesKind::Protobuf:
-    // An optional component (MLBridge::Protobuf): registered when loaded.
-    if (SerDesFactoryFn Factory = lookupSerDes(serDesKindName(Kind)))
-      return Factory(Limits);
-    return createStringError(
-        std::make_error_code(std::errc::not_supported),
-        "the protobuf SerDes is not loaded: link the MLBridge::Protobuf "
-        "library (libMLBridgeProtobuf; mlbridge builds it with "
-        "MLBRIDGE_ENABLE_PROTOBUF=ON)");
+    // An optional component (MLBridge::Protobuf): registered when loaded,
+    // or loaded now by the program's component loader.
+    Expected<SerDesFactoryFn> Factory = findSerDes(serDesKindName(Kind));
+    if (!Factory)
+      return Factory.takeError();
+    return (*Factory)(Limits);
   }
   llvm_unreachable("unknown SerDes kind");
 }

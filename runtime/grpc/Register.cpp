@@ -28,8 +28,9 @@ namespace {
 /// A runner on the server at \p Address; \p Timeout bounds every call and
 /// the wait for the connection.
 Expected<std::unique_ptr<MLModelRunner>>
-createGrpcRunner(StringRef Address, std::chrono::milliseconds Timeout,
+createGrpcRunner(const RunnerConfig &Config, StringRef Address,
                  std::vector<TensorSpec> Features, TensorSpec Advice) {
+  std::chrono::milliseconds Timeout = Config.Timeout;
   GrpcModelRunnerOptions O;
   O.Address = Address.str();
   O.Timeout = Timeout;

@@ -15,6 +15,7 @@
 #include "mlbridge/Registry.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/Twine.h"
 #include "llvm/Support/Compiler.h"
 
 #include <mutex>
@@ -29,14 +30,19 @@ namespace {
 /// One loaded ONNX model per file for the whole process: every runner built
 /// through the registry (every pass instance and thread) that names the same
 /// model shares its session.
-Expected<std::shared_ptr<const OnnxModel>> loadSharedOnnxModel(StringRef Path) {
+/// The model at \p Path loaded with \p Options, shared by every runner that
+/// uses it at the same time (a session per model, not per runner).
+Expected<std::shared_ptr<const OnnxModel>>
+loadSharedOnnxModel(StringRef Path, const OnnxRunnerOptions &Options) {
   static std::mutex Mutex;
   static StringMap<std::weak_ptr<const OnnxModel>> Loaded;
   std::lock_guard<std::mutex> Lock(Mutex);
-  std::weak_ptr<const OnnxModel> &Slot = Loaded[Path];
+  std::weak_ptr<const OnnxModel> &Slot =
+      Loaded[(Twine(Options.IntraOpThreads) + ":" + Path).str()];
   if (std::shared_ptr<const OnnxModel> Model = Slot.lock())
     return Model;
-  Expected<std::shared_ptr<const OnnxModel>> Model = OnnxModel::load(Path);
+  Expected<std::shared_ptr<const OnnxModel>> Model =
+      OnnxModel::load(Path, Options);
   if (!Model)
     return Model.takeError();
   Slot = *Model;
@@ -44,10 +50,13 @@ Expected<std::shared_ptr<const OnnxModel>> loadSharedOnnxModel(StringRef Path) {
 }
 
 Expected<std::unique_ptr<MLModelRunner>>
-createOnnxRunner(StringRef ModelPath, std::chrono::milliseconds,
+createOnnxRunner(const RunnerConfig &Config, StringRef ModelPath,
                  std::vector<TensorSpec> Features, TensorSpec Advice) {
+  OnnxRunnerOptions Options;
+  if (Config.IntraOpThreads > 0)
+    Options.IntraOpThreads = Config.IntraOpThreads;
   Expected<std::shared_ptr<const OnnxModel>> Loaded =
-      loadSharedOnnxModel(ModelPath);
+      loadSharedOnnxModel(ModelPath, Options);
   if (!Loaded)
     return Loaded.takeError();
   auto R = OnnxModelRunner::create(std::move(*Loaded), std::move(Features),

@@ -25,7 +25,7 @@ extern "C" LLVM_ATTRIBUTE_VISIBILITY_DEFAULT void mlbridge_component_tfaot() {}
 namespace {
 
 Expected<std::unique_ptr<MLModelRunner>>
-createTFAOTRunner(StringRef SharedObject, std::chrono::milliseconds,
+createTFAOTRunner(const RunnerConfig &, StringRef SharedObject,
                   std::vector<TensorSpec> Features, TensorSpec Advice) {
   return TFAOTModelRunner::load(SharedObject, std::move(Features),
                                 std::move(Advice));

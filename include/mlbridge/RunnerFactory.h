@@ -1,19 +1,25 @@
-//===- RunnerFactory.h - The model runner a plugin's options name -*- C++
-//-*-===//
+//===- RunnerFactory.h - One way to build a model runner --------*- C++ -*-===//
 //
 // Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
 //
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// Every plugin (opt, llc, mlir-opt) lets the user pick where decisions come
-/// from; this turns that choice (a RunnerConfig, filled from `cl::opt`s by
-/// RunnerCommandLine or from MLIR pass options) into an MLModelRunner. Passes
-/// get the runner and never know which one it is.
+/// Every program that asks a model (the opt, llc and mlir-opt plugins, the C
+/// API, a user's tool) says where decisions come from with one RunnerConfig
+/// and gets an MLModelRunner from createModelRunner(). Passes get the runner
+/// and never know which one it is.
+///
+/// The callback runner is built here; the others come from the component
+/// that registered them by name (mlbridge/Registry.h): "pipe"
+/// (MLBridge::Pipe), "grpc" (MLBridge::Grpc), "onnx" (MLBridge::Onnx),
+/// "tfaot" (MLBridge::TFAOT, which also runs native models). A runner that is
+/// not registered is asked of the component loader, if the program set one
+/// (the plugins load their heavy runners on first use that way).
 ///
 //===----------------------------------------------------------------------===//
-#ifndef MLBRIDGE_PLUGINS_COMMON_RUNNERFACTORY_H
-#define MLBRIDGE_PLUGINS_COMMON_RUNNERFACTORY_H
+#ifndef MLBRIDGE_RUNNERFACTORY_H
+#define MLBRIDGE_RUNNERFACTORY_H
 
 #include "mlbridge/MLModelRunner.h"
 #include "mlbridge/SerDes/SerDes.h"
@@ -22,35 +28,36 @@
 #include "llvm/Support/Error.h"
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace mlbridge::plugins {
+namespace mlbridge {
 
-/// The model runners a plugin can build.
+/// The model runners there are.
 enum class RunnerKind {
-  /// The pass's built-in policy in-process, behind CallbackModelRunner.
+  /// An in-process policy (a function), behind CallbackModelRunner.
   Callback,
   /// A model in another process over named pipes (PipeModelRunner).
   Pipe,
-  /// A model server reached over gRPC (GrpcModelRunner, ModelService). Only
-  /// usable when mlbridge is built with MLBRIDGE_ENABLE_GRPC.
+  /// A model server reached over gRPC (GrpcModelRunner, ModelService).
   Grpc,
-  /// An ONNX model in-process (OnnxModelRunner). Needs MLBRIDGE_ENABLE_ONNX.
+  /// An ONNX model in-process (OnnxModelRunner).
   Onnx,
-  /// A TensorFlow AOT-compiled model loaded from a shared object
-  /// (TFAOTModelRunner::load). Needs MLBRIDGE_ENABLE_TF_AOT.
+  /// A TensorFlow AOT-compiled or native (mlbridge compile) model loaded
+  /// from a shared object (TFAOTModelRunner::load).
   TFAOT,
 };
 
-/// The option value of \p Kind: callback, pipe, grpc, onnx, tfaot.
+/// The name of \p Kind, as options spell it: callback, pipe, grpc, onnx,
+/// tfaot. It is also the name the runner is registered under.
 llvm::StringRef runnerKindName(RunnerKind Kind);
 /// The inverse of runnerKindName().
 std::optional<RunnerKind> parseRunnerKind(llvm::StringRef Name);
 
-/// What the pass does when the model fails (gone, timed out, bad reply).
+/// What a pass does when the model fails (gone, timed out, bad reply).
 enum class ModelFailurePolicy {
   /// A compiler error naming the cause.
   Fail,
@@ -67,11 +74,22 @@ struct RunnerConfig {
   bool KindGiven = false;
   /// Pipe: the channel base (`<base>.in`, `<base>.out`).
   std::string Channel;
+  /// Pipe: whether the runner creates the FIFOs (in a private folder it
+  /// checks) rather than wait for the model side to create them.
+  bool CreateChannel = false;
   /// gRPC: the model server, `host:port`.
   std::string Address;
   /// ONNX, TF AOT: a registered model's name or a model file's path
   /// (mlbridge::findModel, docs/models.md).
   std::string Model;
+  /// The model registry to look Model up in; empty: the default one.
+  std::string RegistryDir;
+  /// Model is a file's path, loaded by the runner Kind names as it is (the
+  /// runner checks the file), never looked up in the registry.
+  bool ModelIsFile = false;
+  /// ONNX: threads ONNX Runtime may use inside one evaluation; 0: its
+  /// default (OnnxRunnerOptions).
+  int IntraOpThreads = 0;
   SerDesKind SerDes = SerDesKind::Bitstream;
   /// Whether SerDes was chosen explicitly (the gRPC runner accepts only an
   /// explicit Protobuf; it always speaks protobuf).
@@ -79,6 +97,7 @@ struct RunnerConfig {
   /// Bound of every wait: connecting, each read, each write; for gRPC the
   /// deadline of each call and the bound of the connection wait.
   std::chrono::milliseconds Timeout{60000};
+  /// What the caller does when the model fails; the factory only carries it.
   ModelFailurePolicy OnFailure = ModelFailurePolicy::Fail;
   /// The spec of the outcome a training model receives after each decision
   /// (MLModelRunner::sendOutcome). Runners that cannot carry outcomes (all
@@ -98,18 +117,26 @@ struct RunnerConfig {
   std::string optionName(llvm::StringRef Name) const;
 };
 
+/// What a pass is given to build its runner: its feature specs and advice
+/// spec in, the runner (configured elsewhere) out.
+using ModelRunnerMaker =
+    std::function<llvm::Expected<std::unique_ptr<MLModelRunner>>(
+        std::vector<TensorSpec> Features, TensorSpec Advice)>;
+
 /// The runner kind \p Config resolves to: Config.Kind, or the kind of
 /// Config.Model when no kind was given.
 llvm::Expected<RunnerKind> resolveRunnerKind(const RunnerConfig &Config);
 
 /// Builds the runner \p Config names for \p Features and \p Advice. \p Builtin
-/// is the in-process policy of the callback runner. The pipe runner connects
-/// on first use; the gRPC runner connects here (bounded by Config.Timeout);
-/// the in-process runners load the model here and refuse one whose inputs do
-/// not fit \p Features (mlbridge::bindModelInputs).
+/// is the in-process policy of the callback runner (may be empty for other
+/// kinds). The pipe runner connects on first use; the gRPC runner connects
+/// here (bounded by Config.Timeout); the in-process runners load the model
+/// here and refuse one whose inputs do not fit \p Features
+/// (mlbridge::bindModelInputs).
 llvm::Expected<std::unique_ptr<MLModelRunner>>
 createModelRunner(const RunnerConfig &Config, std::vector<TensorSpec> Features,
-                  TensorSpec Advice, CallbackModelRunner::Callback Builtin);
+                  TensorSpec Advice,
+                  CallbackModelRunner::Callback Builtin = nullptr);
 
 /// The option, and the tool that has it, that takes a model of \p Task (e.g.
 /// "-mlbridge-inline-model (opt)"); empty for a task no plugin answers.
@@ -119,6 +146,6 @@ std::string taskModelOption(llvm::StringRef Task);
 /// (e.g. "pipe runner on '/tmp/ch'", "onnx runner with model 'inliner-oz'").
 std::string describeRunner(const RunnerConfig &Config);
 
-} // namespace mlbridge::plugins
+} // namespace mlbridge
 
-#endif // MLBRIDGE_PLUGINS_COMMON_RUNNERFACTORY_H
+#endif // MLBRIDGE_RUNNERFACTORY_H

@@ -1,166 +1,27 @@
-//===- CAPI.cpp - C API of the mlbridge runtime ---------------------------===//
+//===- Runners.cpp - C API: model runners and replies ---------------------===//
 //
 // Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
 //
 //===----------------------------------------------------------------------===//
 //
-// Handles own C++ objects through std::unique_ptr; they are released to C
-// on creation and re-wrapped on destruction. Errors never cross the boundary
-// as exceptions or llvm::Error: they become a status and a thread-local
-// message.
+// Every runner comes from createModelRunner (mlbridge/RunnerFactory.h), the
+// factory the plugins use too; what only some runners can do (outcomes,
+// spec changes) is asked of the runner's capabilities().
 //
 //===----------------------------------------------------------------------===//
+#include "CAPIInternal.h"
 
-#include "mlbridge-c/mlbridge.h"
-
-#include "mlbridge/MLModelRunner.h"
 #include "mlbridge/ModelRegistry.h"
-#include "mlbridge/PipeModelRunner.h"
-#ifdef MLBRIDGE_HAVE_GRPC
-#include "mlbridge/GrpcModelRunner.h"
-#endif
-#ifdef MLBRIDGE_HAVE_ONNX
-#include "mlbridge/OnnxModelRunner.h"
-#endif
-#ifdef MLBRIDGE_HAVE_TF_AOT
-#include "mlbridge/TFAOTModelRunner.h"
-#endif
-#include "mlbridge/SerDes/SerDes.h"
+#include "mlbridge/RunnerFactory.h"
 
 #include <algorithm>
 #include <cstring>
 
 using namespace llvm;
 using namespace mlbridge;
-
-struct mlbridge_runner {
-  std::unique_ptr<MLModelRunner> Runner;
-  /// Runner, when it is a pipe runner.
-  PipeModelRunner *Pipe = nullptr;
-};
-
-struct mlbridge_serdes {
-  std::unique_ptr<SerDes> Impl;
-};
-
-struct mlbridge_message {
-  Message Msg;
-  /// Per tensor, the pointers and lengths that string views point at.
-  std::vector<std::vector<const char *>> StringPtrs;
-  std::vector<std::vector<size_t>> StringLens;
-};
-
-struct mlbridge_reply {
-  std::optional<TensorValue> Value;
-  std::string Error;
-  /// Set when a reply function itself failed (bad arguments).
-  mlbridge_status Status = MLBRIDGE_OK;
-};
-
-static thread_local std::string LastError;
-
-static mlbridge_status fail(mlbridge_status Status, const Twine &Msg) {
-  LastError = Msg.str();
-  return Status;
-}
-
-static mlbridge_status fail(mlbridge_status Status, Error E) {
-  return fail(Status, toString(std::move(E)));
-}
-
-static bool validType(int T) {
-  return T >= 0 && T < static_cast<int>(NumElementTypes);
-}
-
-static Expected<TensorSpec> toSpec(const mlbridge_tensor_spec *S) {
-  if (!S || !S->name || (S->rank && !S->shape) || !validType(S->type))
-    return createStringError(inconvertibleErrorCode(),
-                             "invalid tensor spec (null name or shape, or "
-                             "unknown type)");
-  return TensorSpec::create(S->name, static_cast<ElementType>(S->type),
-                            ArrayRef<int64_t>(S->shape, S->rank));
-}
-
-/// The specs of \p Count C feature specs, or the first one's error.
-static Expected<std::vector<TensorSpec>>
-toSpecs(const mlbridge_tensor_spec *Features, size_t Count) {
-  std::vector<TensorSpec> Specs;
-  Specs.reserve(Count);
-  for (size_t I = 0; I < Count; ++I) {
-    Expected<TensorSpec> S = toSpec(&Features[I]);
-    if (!S)
-      return S.takeError();
-    Specs.push_back(std::move(*S));
-  }
-  return Specs;
-}
-
-/// Views of \p Refs as C structs; the string arrays live in \p Ptrs/\p Lens.
-static std::vector<mlbridge_tensor>
-toCViews(ArrayRef<TensorRef> Refs, std::vector<std::string> &Names,
-         std::vector<std::vector<const char *>> &Ptrs,
-         std::vector<std::vector<size_t>> &Lens) {
-  Names.resize(Refs.size());
-  Ptrs.resize(Refs.size());
-  Lens.resize(Refs.size());
-  std::vector<mlbridge_tensor> Views(Refs.size());
-  for (size_t I = 0; I < Refs.size(); ++I) {
-    const TensorRef &R = Refs[I];
-    Names[I] = R.name().str();
-    mlbridge_tensor &V = Views[I];
-    V.name = Names[I].c_str();
-    V.type = static_cast<mlbridge_element_type>(R.type());
-    V.shape = R.shape().data();
-    V.rank = R.shape().size();
-    V.num_elements = R.getElementCount();
-    V.data = nullptr;
-    V.strings = nullptr;
-    V.string_lengths = nullptr;
-    if (R.type() == ElementType::String) {
-      Ptrs[I].clear();
-      Lens[I].clear();
-      for (const std::string &S : R.strings()) {
-        Ptrs[I].push_back(S.data());
-        Lens[I].push_back(S.size());
-      }
-      V.strings = Ptrs[I].data();
-      V.string_lengths = Lens[I].data();
-    } else {
-      V.data = R.bytes().data();
-    }
-  }
-  return Views;
-}
-
-static Expected<std::vector<std::string>>
-toStrings(const char *const *Strings, const size_t *Lengths, size_t Count) {
-  if (Count && (!Strings || !Lengths))
-    return createStringError(inconvertibleErrorCode(),
-                             "null strings or lengths");
-  std::vector<std::string> Out;
-  Out.reserve(Count);
-  for (size_t I = 0; I < Count; ++I) {
-    if (!Strings[I] && Lengths[I])
-      return createStringError(inconvertibleErrorCode(), "string %zu is null",
-                               I);
-    Out.emplace_back(Lengths[I] ? Strings[I] : "", Lengths[I]);
-  }
-  return Out;
-}
+using namespace mlbridge::capi;
 
 extern "C" {
-
-const char *mlbridge_last_error(void) { return LastError.c_str(); }
-
-const char *mlbridge_element_type_name(mlbridge_element_type Type) {
-  if (!validType(Type))
-    return nullptr;
-  return elementTypeName(static_cast<ElementType>(Type)).data();
-}
-
-size_t mlbridge_element_size(mlbridge_element_type Type) {
-  return validType(Type) ? elementSize(static_cast<ElementType>(Type)) : 0;
-}
 
 mlbridge_status mlbridge_runner_create_callback(
     const mlbridge_tensor_spec *Features, size_t NumFeatures,
@@ -208,6 +69,36 @@ mlbridge_status mlbridge_runner_create_callback(
   return MLBRIDGE_OK;
 }
 
+/// Fails with \p Default, or MLBRIDGE_ERROR_UNSUPPORTED when \p E says the
+/// runner or SerDes it needed is not built in (std::errc::not_supported).
+static mlbridge_status failFrom(mlbridge_status Default, Error E) {
+  mlbridge_status Status = Default;
+  std::string Message;
+  handleAllErrors(std::move(E), [&](const ErrorInfoBase &Info) {
+    if (Info.convertToErrorCode() == std::errc::not_supported)
+      Status = MLBRIDGE_ERROR_UNSUPPORTED;
+    Message += (Message.empty() ? "" : "; ") + Info.message();
+  });
+  return fail(Status, Message);
+}
+
+/// Builds the runner \p Config names (createModelRunner, the one factory
+/// every mlbridge program uses) and hands it to C in \p Out. A failure is
+/// \p OnError, or MLBRIDGE_ERROR_UNSUPPORTED for a runner not built in.
+static mlbridge_status createRunner(const RunnerConfig &Config,
+                                    std::vector<TensorSpec> Features,
+                                    TensorSpec Advice, mlbridge_status OnError,
+                                    mlbridge_runner **Out) {
+  Expected<std::unique_ptr<MLModelRunner>> R =
+      createModelRunner(Config, std::move(Features), std::move(Advice));
+  if (!R)
+    return failFrom(OnError, R.takeError());
+  auto Handle = std::make_unique<mlbridge_runner>();
+  Handle->Runner = std::move(*R);
+  *Out = Handle.release();
+  return MLBRIDGE_OK;
+}
+
 /// The two pipe constructors; \p Score may be null (no outcomes).
 static mlbridge_status
 createPipe(const char *Fn, const mlbridge_tensor_spec *Features,
@@ -230,27 +121,23 @@ createPipe(const char *Fn, const mlbridge_tensor_spec *Features,
   Expected<SerDesKind> Kind = parseSerDesKind(SerDes);
   if (!Kind)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Kind.takeError());
-  PipeModelRunnerOptions O;
+  RunnerConfig C;
   if (Score) {
     Expected<TensorSpec> ScoreSpec = toSpec(Score);
     if (!ScoreSpec)
       return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
                   "score: " + toString(ScoreSpec.takeError()));
-    O.Score = std::move(*ScoreSpec);
+    C.Score = std::move(*ScoreSpec);
   }
-  O.ChannelBase = Base;
-  O.Kind = *Kind;
-  O.ConnectTimeout = O.Timeout = std::chrono::milliseconds(TimeoutMs);
-  O.CreateFifos = true;
-  Expected<std::unique_ptr<PipeModelRunner>> R = PipeModelRunner::create(
-      std::move(*Specs), std::move(*AdviceSpec), std::move(O));
-  if (!R)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, R.takeError());
-  auto Handle = std::make_unique<mlbridge_runner>();
-  Handle->Pipe = R->get();
-  Handle->Runner = std::move(*R);
-  *Out = Handle.release();
-  return MLBRIDGE_OK;
+  C.Kind = RunnerKind::Pipe;
+  C.KindGiven = true;
+  C.Channel = Base;
+  C.CreateChannel = true;
+  C.SerDes = *Kind;
+  C.SerDesGiven = true;
+  C.Timeout = std::chrono::milliseconds(TimeoutMs);
+  return createRunner(C, std::move(*Specs), std::move(*AdviceSpec),
+                      MLBRIDGE_ERROR_INVALID_ARGUMENT, Out);
 }
 
 mlbridge_status mlbridge_runner_create_pipe(
@@ -277,16 +164,16 @@ mlbridge_status mlbridge_runner_create_pipe_with_score(
                     NumFeatures, Advice, Score, Base, SerDes, TimeoutMs, Out);
 }
 
-/// The pipe runner behind \p Runner, or a failure naming \p Fn.
-static mlbridge_status pipeOf(mlbridge_runner *Runner, const char *Fn,
-                              PipeModelRunner *&Pipe) {
+/// Checks that \p Runner can do what \p Fn asks (\p Can), or fails naming
+/// \p Fn.
+static mlbridge_status checkCapable(mlbridge_runner *Runner, const char *Fn,
+                                    bool MLModelRunner::Capabilities::*Can) {
   if (!Runner)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": null runner");
-  if (!Runner->Pipe)
+  if (!(Runner->Runner->capabilities().*Can))
     return fail(MLBRIDGE_ERROR_UNSUPPORTED,
                 Twine(Fn) + ": only a pipe runner (mlbridge_runner_create_pipe"
                             "*) has this");
-  Pipe = Runner->Pipe;
   return MLBRIDGE_OK;
 }
 
@@ -295,10 +182,11 @@ mlbridge_status mlbridge_runner_send_outcome(mlbridge_runner *Runner,
                                              mlbridge_element_type Type,
                                              const void *Data, size_t Count) {
   static const char Fn[] = "mlbridge_runner_send_outcome";
-  PipeModelRunner *Pipe = nullptr;
-  if (mlbridge_status S = pipeOf(Runner, Fn, Pipe))
+  if (mlbridge_status S =
+          checkCapable(Runner, Fn, &MLModelRunner::Capabilities::Outcomes))
     return S;
-  const std::optional<TensorSpec> &Spec = Pipe->options().Score;
+  MLModelRunner &R = *Runner->Runner;
+  const std::optional<TensorSpec> Spec = R.scoreSpec();
   if (!Spec)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
                 Twine(Fn) + ": the runner has no score spec (create it with "
@@ -338,12 +226,12 @@ mlbridge_status mlbridge_runner_send_outcome(mlbridge_runner *Runner,
       ArrayRef<char>(static_cast<const char *>(Data), Count * Size));
   if (!V)
     return fail(MLBRIDGE_ERROR_SHAPE_MISMATCH, V.takeError());
-  bool Usable = !Pipe->finished() && !Pipe->failed();
-  if (Error E = Pipe->sendOutcome(ObservationId, *V))
-    // A usable runner that refuses without failing refused the arguments
+  bool WasUsable = R.usable();
+  if (Error E = R.sendOutcome(ObservationId, *V))
+    // A usable runner that refuses and stays usable refused the arguments
     // (the id); anything that broke the channel is the model's side.
-    return fail(Usable && !Pipe->failed() ? MLBRIDGE_ERROR_INVALID_ARGUMENT
-                                          : MLBRIDGE_ERROR_MODEL,
+    return fail(WasUsable && R.usable() ? MLBRIDGE_ERROR_INVALID_ARGUMENT
+                                        : MLBRIDGE_ERROR_MODEL,
                 std::move(E));
   return MLBRIDGE_OK;
 }
@@ -352,8 +240,8 @@ mlbridge_status mlbridge_runner_change_specs(
     mlbridge_runner *Runner, const mlbridge_tensor_spec *Features,
     size_t NumFeatures, const mlbridge_tensor_spec *Advice) {
   static const char Fn[] = "mlbridge_runner_change_specs";
-  PipeModelRunner *Pipe = nullptr;
-  if (mlbridge_status S = pipeOf(Runner, Fn, Pipe))
+  if (mlbridge_status S =
+          checkCapable(Runner, Fn, &MLModelRunner::Capabilities::SpecChanges))
     return S;
   if (!Advice || (NumFeatures && !Features))
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": null argument");
@@ -363,10 +251,10 @@ mlbridge_status mlbridge_runner_change_specs(
   Expected<TensorSpec> AdviceSpec = toSpec(Advice);
   if (!AdviceSpec)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, AdviceSpec.takeError());
-  if (Error E = Pipe->changeSpecs(std::move(*Specs), std::move(*AdviceSpec)))
-    return fail(Pipe->finished() || Pipe->failed()
-                    ? MLBRIDGE_ERROR_MODEL
-                    : MLBRIDGE_ERROR_INVALID_ARGUMENT,
+  MLModelRunner &R = *Runner->Runner;
+  if (Error E = R.changeSpecs(std::move(*Specs), std::move(*AdviceSpec)))
+    return fail(R.usable() ? MLBRIDGE_ERROR_INVALID_ARGUMENT
+                           : MLBRIDGE_ERROR_MODEL,
                 std::move(E));
   return MLBRIDGE_OK;
 }
@@ -375,45 +263,29 @@ mlbridge_status mlbridge_runner_create_grpc(
     const mlbridge_tensor_spec *Features, size_t NumFeatures,
     const mlbridge_tensor_spec *Advice, const char *Address, int64_t TimeoutMs,
     mlbridge_runner **Out) {
+  static const char Fn[] = "mlbridge_runner_create_grpc";
   if (!Out || !Advice || !Address || (NumFeatures && !Features))
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
-                "mlbridge_runner_create_grpc: null argument");
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": null argument");
   *Out = nullptr;
-#ifndef MLBRIDGE_HAVE_GRPC
-  (void)TimeoutMs;
-  return fail(MLBRIDGE_ERROR_UNSUPPORTED,
-              "mlbridge_runner_create_grpc: mlbridge was built without gRPC "
-              "(configure with -DMLBRIDGE_ENABLE_GRPC=ON)");
-#else
   if (TimeoutMs <= 0)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
-                "mlbridge_runner_create_grpc: the timeout must be positive, "
-                "got " +
+                Twine(Fn) + ": the timeout must be positive, got " +
                     Twine(TimeoutMs) + " ms");
   if (!*Address)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
-                "mlbridge_runner_create_grpc: empty address");
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": empty address");
   Expected<std::vector<TensorSpec>> Specs = toSpecs(Features, NumFeatures);
   if (!Specs)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Specs.takeError());
   Expected<TensorSpec> AdviceSpec = toSpec(Advice);
   if (!AdviceSpec)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, AdviceSpec.takeError());
-  GrpcModelRunnerOptions O;
-  O.Address = Address;
-  O.Timeout = O.ConnectTimeout = std::chrono::milliseconds(TimeoutMs);
-  O.InitialBackoff = std::min(O.InitialBackoff, O.Timeout);
-  O.MaxBackoff =
-      std::clamp(O.Timeout, O.InitialBackoff, std::chrono::milliseconds(1000));
-  Expected<std::unique_ptr<GrpcModelRunner>> R = GrpcModelRunner::create(
-      std::move(*Specs), std::move(*AdviceSpec), std::move(O));
-  if (!R)
-    return fail(MLBRIDGE_ERROR_MODEL, R.takeError());
-  auto Handle = std::make_unique<mlbridge_runner>();
-  Handle->Runner = std::move(*R);
-  *Out = Handle.release();
-  return MLBRIDGE_OK;
-#endif
+  RunnerConfig C;
+  C.Kind = RunnerKind::Grpc;
+  C.KindGiven = true;
+  C.Address = Address;
+  C.Timeout = std::chrono::milliseconds(TimeoutMs);
+  return createRunner(C, std::move(*Specs), std::move(*AdviceSpec),
+                      MLBRIDGE_ERROR_MODEL, Out);
 }
 
 /// The specs of an in-process runner's constructor \p Fn, after the checks
@@ -439,65 +311,22 @@ inProcessSpecs(const char *Fn, const mlbridge_tensor_spec *Features,
   return MLBRIDGE_OK;
 }
 
-/// Hands \p R to C in \p Out, or fails with MLBRIDGE_ERROR_MODEL: the specs
-/// were checked before, so what remains is the model's (file, format, fit).
-static mlbridge_status
-giveInProcessRunner(Expected<std::unique_ptr<MLModelRunner>> R,
-                    mlbridge_runner **Out) {
-  if (!R)
-    return fail(MLBRIDGE_ERROR_MODEL, R.takeError());
-  auto Handle = std::make_unique<mlbridge_runner>();
-  Handle->Runner = std::move(*R);
-  *Out = Handle.release();
-  return MLBRIDGE_OK;
-}
-
-static mlbridge_status createOnnx([[maybe_unused]] const char *Fn,
-                                  std::vector<TensorSpec> Features,
-                                  TensorSpec Advice, const char *ModelPath,
-                                  int32_t IntraOpThreads,
-                                  mlbridge_runner **Out) {
-#ifndef MLBRIDGE_HAVE_ONNX
-  (void)Features;
-  (void)Advice;
-  (void)ModelPath;
-  (void)IntraOpThreads;
-  (void)Out;
-  return fail(MLBRIDGE_ERROR_UNSUPPORTED,
-              Twine(Fn) + ": mlbridge was built without ONNX Runtime "
-                          "(configure with -DMLBRIDGE_ENABLE_ONNX=ON)");
-#else
-  OnnxRunnerOptions O;
-  if (IntraOpThreads)
-    O.IntraOpThreads = IntraOpThreads;
-  Expected<std::unique_ptr<OnnxModelRunner>> R = OnnxModelRunner::create(
-      ModelPath, std::move(Features), std::move(Advice), std::move(O));
-  if (!R)
-    return giveInProcessRunner(R.takeError(), Out);
-  return giveInProcessRunner(std::unique_ptr<MLModelRunner>(std::move(*R)),
-                             Out);
-#endif
-}
-
-static mlbridge_status createTFAOT([[maybe_unused]] const char *Fn,
-                                   std::vector<TensorSpec> Features,
-                                   TensorSpec Advice,
-                                   const char *SharedObjectPath,
-                                   mlbridge_runner **Out) {
-#ifndef MLBRIDGE_HAVE_TF_AOT
-  (void)Features;
-  (void)Advice;
-  (void)SharedObjectPath;
-  (void)Out;
-  return fail(MLBRIDGE_ERROR_UNSUPPORTED,
-              Twine(Fn) + ": mlbridge was built without TF AOT support "
-                          "(configure with -DMLBRIDGE_ENABLE_TF_AOT=ON)");
-#else
-  return giveInProcessRunner(TFAOTModelRunner::load(SharedObjectPath,
-                                                    std::move(Features),
-                                                    std::move(Advice)),
-                             Out);
-#endif
+/// The in-process runner \p Kind over the model file \p Path. The specs were
+/// checked before, so a failure is the model's (file, format, fit):
+/// MLBRIDGE_ERROR_MODEL.
+static mlbridge_status createInProcess(RunnerKind Kind, const char *Path,
+                                       int32_t IntraOpThreads,
+                                       std::vector<TensorSpec> Features,
+                                       TensorSpec Advice,
+                                       mlbridge_runner **Out) {
+  RunnerConfig C;
+  C.Kind = Kind;
+  C.KindGiven = true;
+  C.Model = Path;
+  C.ModelIsFile = true;
+  C.IntraOpThreads = IntraOpThreads;
+  return createRunner(C, std::move(Features), std::move(Advice),
+                      MLBRIDGE_ERROR_MODEL, Out);
 }
 
 mlbridge_status mlbridge_runner_create_onnx(
@@ -519,8 +348,8 @@ mlbridge_status mlbridge_runner_create_onnx(
                     ": intra_op_threads must be 0 (the default) or "
                     "positive, got " +
                     Twine(IntraOpThreads));
-  return createOnnx(Fn, std::move(Specs), std::move(*AdviceSpec), ModelPath,
-                    IntraOpThreads, Out);
+  return createInProcess(RunnerKind::Onnx, ModelPath, IntraOpThreads,
+                         std::move(Specs), std::move(*AdviceSpec), Out);
 }
 
 mlbridge_status mlbridge_runner_create_tfaot(
@@ -536,8 +365,8 @@ mlbridge_status mlbridge_runner_create_tfaot(
   if (mlbridge_status S = inProcessSpecs(Fn, Features, NumFeatures, Advice,
                                          SharedObjectPath, Specs, AdviceSpec))
     return S;
-  return createTFAOT(Fn, std::move(Specs), std::move(*AdviceSpec),
-                     SharedObjectPath, Out);
+  return createInProcess(RunnerKind::TFAOT, SharedObjectPath, 0,
+                         std::move(Specs), std::move(*AdviceSpec), Out);
 }
 
 mlbridge_status mlbridge_runner_create_model(
@@ -553,23 +382,17 @@ mlbridge_status mlbridge_runner_create_model(
   if (mlbridge_status S = inProcessSpecs(Fn, Features, NumFeatures, Advice,
                                          NameOrPath, Specs, AdviceSpec))
     return S;
+  // Found first, so that a name or path that is wrong is the caller's
+  // mistake (invalid argument) and what the model does is the model's.
   Expected<RegisteredModel> Model =
       findModel(NameOrPath, RegistryDir ? RegistryDir : "");
   if (!Model)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Model.takeError());
-  switch (Model->Kind) {
-  case ModelKind::Onnx:
-    return createOnnx(Fn, std::move(Specs), std::move(*AdviceSpec),
-                      Model->Path.c_str(), 0, Out);
-  case ModelKind::TFAOT:
-  case ModelKind::Native: // the same C ABI (docs/native.md)
-    return createTFAOT(Fn, std::move(Specs), std::move(*AdviceSpec),
-                       Model->Path.c_str(), Out);
-  case ModelKind::IR2VecVocab: // findModel() accepts runnable kinds only
-    break;
-  }
-  return fail(MLBRIDGE_ERROR_MODEL,
-              Twine(Fn) + ": model '" + NameOrPath + "' has an unknown kind");
+  RunnerConfig C;
+  C.Model = NameOrPath;
+  C.RegistryDir = RegistryDir ? RegistryDir : "";
+  return createRunner(C, std::move(Specs), std::move(*AdviceSpec),
+                      MLBRIDGE_ERROR_MODEL, Out);
 }
 
 mlbridge_status mlbridge_runner_switch_context(mlbridge_runner *Runner,
@@ -757,205 +580,6 @@ mlbridge_status mlbridge_reply_set_strings(mlbridge_reply *Reply,
 void mlbridge_reply_set_error(mlbridge_reply *Reply, const char *Message) {
   if (Reply && Message)
     Reply->Error = Message;
-}
-
-mlbridge_status mlbridge_serdes_create(const char *Kind,
-                                       mlbridge_serdes **Out) {
-  if (!Kind || !Out)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, "null argument");
-  *Out = nullptr;
-  Expected<SerDesKind> K = parseSerDesKind(Kind);
-  if (!K)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, K.takeError());
-  Expected<std::unique_ptr<SerDes>> S = createSerDes(*K);
-  if (!S)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, S.takeError());
-  auto Handle = std::make_unique<mlbridge_serdes>();
-  Handle->Impl = std::move(*S);
-  *Out = Handle.release();
-  return MLBRIDGE_OK;
-}
-
-void mlbridge_serdes_destroy(mlbridge_serdes *S) {
-  std::unique_ptr<mlbridge_serdes> Owned(S);
-}
-
-/// Copies \p Bytes into a buffer that mlbridge_free() releases.
-static mlbridge_status giveBuffer(const std::string &Bytes, char **OutData,
-                                  size_t *OutSize) {
-  auto Buf = std::make_unique<char[]>(Bytes.size() + 1);
-  std::memcpy(Buf.get(), Bytes.data(), Bytes.size());
-  *OutSize = Bytes.size();
-  *OutData = Buf.release();
-  return MLBRIDGE_OK;
-}
-
-mlbridge_status mlbridge_serdes_encode_header(
-    mlbridge_serdes *S, const mlbridge_tensor_spec *Features,
-    size_t NumFeatures, const mlbridge_tensor_spec *Advice,
-    const mlbridge_tensor_spec *Score, char **OutData, size_t *OutSize) {
-  if (!S || !OutData || !OutSize || (NumFeatures && !Features))
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, "null argument");
-  Header H;
-  for (size_t I = 0; I < NumFeatures; ++I) {
-    Expected<TensorSpec> Spec = toSpec(&Features[I]);
-    if (!Spec)
-      return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Spec.takeError());
-    H.Features.push_back(std::move(*Spec));
-  }
-  for (auto [In, Slot] :
-       {std::pair(Advice, &H.Advice), std::pair(Score, &H.Score)}) {
-    if (!In)
-      continue;
-    Expected<TensorSpec> Spec = toSpec(In);
-    if (!Spec)
-      return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Spec.takeError());
-    *Slot = std::move(*Spec);
-  }
-  std::string Out;
-  if (Error E = S->Impl->encodeHeader(H, Out))
-    return fail(MLBRIDGE_ERROR_SERDES, std::move(E));
-  return giveBuffer(Out, OutData, OutSize);
-}
-
-mlbridge_status mlbridge_serdes_encode_context(mlbridge_serdes *S,
-                                               const char *Context,
-                                               char **OutData,
-                                               size_t *OutSize) {
-  if (!S || !Context || !OutData || !OutSize)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, "null argument");
-  std::string Out;
-  if (Error E = S->Impl->encodeContext(Context, Out))
-    return fail(MLBRIDGE_ERROR_SERDES, std::move(E));
-  return giveBuffer(Out, OutData, OutSize);
-}
-
-mlbridge_status
-mlbridge_serdes_encode_message(mlbridge_serdes *S, mlbridge_message_kind Kind,
-                               int64_t Id, const mlbridge_tensor *Tensors,
-                               size_t NumTensors, char **OutData,
-                               size_t *OutSize) {
-  if (!S || !OutData || !OutSize || (NumTensors && !Tensors))
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, "null argument");
-  if (Kind < MLBRIDGE_OBSERVATION || Kind > MLBRIDGE_ADVICE)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
-                "unknown message kind " + Twine(static_cast<int>(Kind)));
-  // Strings must be copied to std::string for TensorRef; numeric data is
-  // viewed in place.
-  std::vector<std::vector<std::string>> StringStore(NumTensors);
-  std::vector<TensorRef> Refs;
-  Refs.reserve(NumTensors);
-  for (size_t I = 0; I < NumTensors; ++I) {
-    const mlbridge_tensor &T = Tensors[I];
-    if (!T.name || (T.rank && !T.shape) || !validType(T.type))
-      return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
-                  "tensor " + Twine(I) +
-                      " has a null name or shape, or an "
-                      "unknown type");
-    ArrayRef<int64_t> Shape(T.shape, T.rank);
-    if (T.type == MLBRIDGE_STRING) {
-      Expected<std::vector<std::string>> Strs =
-          toStrings(T.strings, T.string_lengths, T.num_elements);
-      if (!Strs)
-        return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Strs.takeError());
-      StringStore[I] = std::move(*Strs);
-      Refs.emplace_back(T.name, Shape, StringStore[I]);
-      continue;
-    }
-    if (T.num_elements && !T.data)
-      return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
-                  "tensor '" + Twine(T.name) + "' has null data");
-    size_t Size = elementSize(static_cast<ElementType>(T.type));
-    Refs.emplace_back(T.name, static_cast<ElementType>(T.type), Shape,
-                      ArrayRef<char>(static_cast<const char *>(T.data),
-                                     T.num_elements * Size));
-  }
-  std::string Out;
-  if (Error E =
-          S->Impl->encodeMessage(static_cast<MessageKind>(Kind), Id, Refs, Out))
-    return fail(MLBRIDGE_ERROR_SERDES, std::move(E));
-  return giveBuffer(Out, OutData, OutSize);
-}
-
-mlbridge_status mlbridge_serdes_encode_end(mlbridge_serdes *S, char **OutData,
-                                           size_t *OutSize) {
-  if (!S || !OutData || !OutSize)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, "null argument");
-  std::string Out;
-  if (Error E = S->Impl->encodeEnd(Out))
-    return fail(MLBRIDGE_ERROR_SERDES, std::move(E));
-  return giveBuffer(Out, OutData, OutSize);
-}
-
-void mlbridge_free(char *Data) { std::unique_ptr<char[]> Owned(Data); }
-
-mlbridge_status mlbridge_serdes_decode_message(mlbridge_serdes *S,
-                                               const char *Data, size_t Size,
-                                               size_t *Consumed,
-                                               mlbridge_message **Out) {
-  if (!S || !Consumed || !Out || (Size && !Data))
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, "null argument");
-  *Out = nullptr;
-  *Consumed = 0;
-  MemoryByteReader Reader(StringRef(Data, Size));
-  while (true) {
-    Expected<std::optional<Record>> R = S->Impl->decode(Reader);
-    if (!R)
-      return fail(MLBRIDGE_ERROR_SERDES, R.takeError());
-    *Consumed = Reader.offset();
-    if (!*R || std::holds_alternative<End>(**R))
-      return fail(MLBRIDGE_END_OF_STREAM, "end of stream");
-    if (auto *M = std::get_if<Message>(&**R)) {
-      auto Handle = std::make_unique<mlbridge_message>();
-      Handle->Msg = std::move(*M);
-      for (const TensorValue &T : Handle->Msg.Tensors) {
-        Handle->StringPtrs.emplace_back();
-        Handle->StringLens.emplace_back();
-        for (const std::string &Str : T.strings()) {
-          Handle->StringPtrs.back().push_back(Str.data());
-          Handle->StringLens.back().push_back(Str.size());
-        }
-      }
-      *Out = Handle.release();
-      return MLBRIDGE_OK;
-    }
-  }
-}
-
-void mlbridge_message_destroy(mlbridge_message *M) {
-  std::unique_ptr<mlbridge_message> Owned(M);
-}
-
-mlbridge_message_kind mlbridge_message_get_kind(const mlbridge_message *M) {
-  return static_cast<mlbridge_message_kind>(M->Msg.Kind);
-}
-
-int64_t mlbridge_message_get_id(const mlbridge_message *M) { return M->Msg.Id; }
-
-size_t mlbridge_message_num_tensors(const mlbridge_message *M) {
-  return M->Msg.Tensors.size();
-}
-
-mlbridge_status mlbridge_message_get_tensor(const mlbridge_message *M,
-                                            size_t Index,
-                                            mlbridge_tensor *Out) {
-  if (!M || !Out)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, "null argument");
-  if (Index >= M->Msg.Tensors.size())
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
-                "tensor index " + Twine(Index) + " out of range (" +
-                    Twine(M->Msg.Tensors.size()) + " tensors)");
-  const TensorValue &T = M->Msg.Tensors[Index];
-  Out->name = T.name().c_str();
-  Out->type = static_cast<mlbridge_element_type>(T.type());
-  Out->shape = T.shape().data();
-  Out->rank = T.shape().size();
-  Out->num_elements = T.getElementCount();
-  bool IsString = T.type() == ElementType::String;
-  Out->data = IsString ? nullptr : T.bytes().data();
-  Out->strings = IsString ? M->StringPtrs[Index].data() : nullptr;
-  Out->string_lengths = IsString ? M->StringLens[Index].data() : nullptr;
-  return MLBRIDGE_OK;
 }
 
 } // extern "C"
