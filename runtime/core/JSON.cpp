@@ -540,38 +540,34 @@ template <typename T> static bool parseFloat(StringRef Token, char *Dest) {
   return true;
 }
 
-Expected<TensorValue> JSONSerDes::decodeTensor(const json::Value &V,
-                                               size_t Index,
-                                               const DataLiterals &Literals,
-                                               uint64_t Offset) const {
-  std::string Where = "tensor " + std::to_string(Index) +
-                      " of the message at byte offset " +
-                      std::to_string(Offset);
+/// An element's error, for the caller to prefix with the tensor and index.
+using ElementError = function_ref<Error(const Twine &Why)>;
+
+/// Checks that \p V is a tensor object with exactly the keys name, type,
+/// shape and data, in any order (the Python side agrees).
+static Expected<const json::Object *> tensorObject(const json::Value &V,
+                                                   const std::string &Where) {
   const json::Object *O = V.getAsObject();
   if (!O)
     return decodeError(Name, Where + " is not an object");
-  // Exactly these keys, in any order (the Python side agrees).
   if (O->size() != 4 || !O->get("name") || !O->get("type") ||
       !O->get("shape") || !O->get("data"))
     return decodeError(Name, Where + " must be an object with exactly the keys "
                                      "name, type, shape and data");
-  std::optional<StringRef> TName = O->getString("name");
-  if (!TName || TName->empty())
-    return decodeError(Name, Where + " has no name");
-  Where = "tensor '" + TName->str() + "' (" + Where + ")";
-  std::optional<StringRef> TypeName = O->getString("type");
-  if (!TypeName)
-    return decodeError(Name, Where + " has no type");
-  Expected<ElementType> Type = parseElementType(*TypeName);
-  if (!Type)
-    return decodeError(Name, Where + ": " + toString(Type.takeError()));
-  const json::Array *ShapeA = O->getArray("shape");
+  return O;
+}
+
+/// Reads the `shape` of tensor object \p O: an array of at most \p MaxRank
+/// integers.
+static Expected<std::vector<int64_t>>
+decodeShape(const json::Object &O, size_t MaxRank, const std::string &Where) {
+  const json::Array *ShapeA = O.getArray("shape");
   if (!ShapeA)
     return decodeError(Name, Where + " has no shape array");
-  if (ShapeA->size() > limits().MaxRank)
+  if (ShapeA->size() > MaxRank)
     return decodeError(Name, Where + " has rank " + Twine(ShapeA->size()) +
-                                 ", above the limit of " +
-                                 Twine(limits().MaxRank) + " (MaxRank)");
+                                 ", above the limit of " + Twine(MaxRank) +
+                                 " (MaxRank)");
   std::vector<int64_t> Shape;
   for (const json::Value &D : *ShapeA) {
     std::optional<int64_t> N = D.getAsInteger();
@@ -579,140 +575,198 @@ Expected<TensorValue> JSONSerDes::decodeTensor(const json::Value &V,
       return decodeError(Name, Where + " has a non-integer dimension");
     Shape.push_back(*N);
   }
-  Expected<uint64_t> Count = checkShape(Shape, *Type, *TName);
+  return Shape;
+}
+
+/// Reads the elements of a string tensor.
+static Expected<TensorValue> decodeStrings(StringRef TName,
+                                           ArrayRef<int64_t> Shape,
+                                           const json::Array &Data,
+                                           const std::string &Where) {
+  std::vector<std::string> Strings;
+  Strings.reserve(Data.size());
+  for (const json::Value &E : Data) {
+    std::optional<StringRef> S = E.getAsString();
+    if (!S)
+      return decodeError(Name, Where + " element " + Twine(Strings.size()) +
+                                   " is not a string");
+    Strings.push_back(S->str());
+  }
+  return TensorValue::fromStrings(TName, Shape, std::move(Strings));
+}
+
+/// Reads the string spelling of a non-finite float or double ("NaN",
+/// "Infinity", "-Infinity") into \p Dest.
+static Error decodeNonFinite(StringRef S, ElementType Type, char *Dest,
+                             ElementError Bad) {
+  if (Type != ElementType::Float && Type != ElementType::Double)
+    return Bad("a string for an integer tensor");
+  double D;
+  if (S == "NaN")
+    D = std::numeric_limits<double>::quiet_NaN();
+  else if (S == "Infinity")
+    D = std::numeric_limits<double>::infinity();
+  else if (S == "-Infinity")
+    D = -std::numeric_limits<double>::infinity();
+  else
+    return Bad("string '" + S +
+               "' (only \"NaN\", \"Infinity\", \"-Infinity\")");
+  if (Type == ElementType::Float) {
+    float F = static_cast<float>(D);
+    std::memcpy(Dest, &F, 4);
+  } else {
+    std::memcpy(Dest, &D, 8);
+  }
+  return Error::success();
+}
+
+/// Parses number literal \p Token as a float or double into \p Dest.
+static Error decodeFloatLiteral(StringRef Token, ElementType Type, char *Dest,
+                                ElementError Bad) {
+  bool IsFloat = Type == ElementType::Float;
+  if (!(IsFloat ? parseFloat<float>(Token, Dest)
+                : parseFloat<double>(Token, Dest)))
+    return Bad("'" + Token + "' is not a valid number");
+  // A number literal is finite: one that overflows the type (1e39 for a
+  // float, 1e400 for either) is an error, as in the Python decoder;
+  // infinities are written "Infinity" and "-Infinity".
+  double D = 0;
+  if (IsFloat) {
+    float F;
+    std::memcpy(&F, Dest, 4);
+    D = F;
+  } else {
+    std::memcpy(&D, Dest, 8);
+  }
+  if (std::isinf(D))
+    return Bad("value " + Token + " is out of range for " +
+               elementTypeName(Type));
+  return Error::success();
+}
+
+/// Parses decimal integer \p Token as integer type \p Type into \p Dest;
+/// false if it does not fit.
+static bool parseIntegerAs(ElementType Type, StringRef Token, char *Dest) {
+  switch (Type) {
+  case ElementType::Int8:
+    return parseInt<int8_t>(Token, Dest);
+  case ElementType::UInt8:
+    return parseInt<uint8_t>(Token, Dest);
+  case ElementType::Int16:
+    return parseInt<int16_t>(Token, Dest);
+  case ElementType::UInt16:
+    return parseInt<uint16_t>(Token, Dest);
+  case ElementType::Int32:
+    return parseInt<int32_t>(Token, Dest);
+  case ElementType::UInt32:
+    return parseInt<uint32_t>(Token, Dest);
+  case ElementType::Int64:
+    return parseInt<int64_t>(Token, Dest);
+  case ElementType::UInt64:
+    return parseInt<uint64_t>(Token, Dest);
+  default:
+    llvm_unreachable("not an integer type");
+  }
+}
+
+/// Parses number literal \p Token as integer type \p Type into \p Dest.
+static Error decodeIntegerLiteral(StringRef Token, ElementType Type, char *Dest,
+                                  ElementError Bad) {
+  bool IsIntegerLiteral =
+      !Token.contains_insensitive('e') && !Token.contains('.');
+  if (!IsIntegerLiteral)
+    return Bad("'" + Token +
+               "' has a fraction or exponent, but the "
+               "tensor is " +
+               elementTypeName(Type));
+  if (!parseIntegerAs(Type, Token, Dest))
+    return Bad("'" + Token + "' is out of range for " + elementTypeName(Type));
+  return Error::success();
+}
+
+/// Reads element \p E of a bool or numeric tensor of \p Type into \p Dest.
+/// Numbers are read from their literal text: \p Lits holds the tensor's
+/// number literals in array order and \p Lit is the next one's index.
+static Error decodeElement(const json::Value &E, ElementType Type,
+                           ArrayRef<StringRef> Lits, size_t &Lit, char *Dest,
+                           ElementError Bad) {
+  if (Type == ElementType::Bool) {
+    std::optional<bool> B = E.getAsBoolean();
+    if (!B)
+      return Bad("not a bool");
+    *Dest = *B ? 1 : 0;
+    return Error::success();
+  }
+  if (E.kind() == json::Value::String)
+    return decodeNonFinite(*E.getAsString(), Type, Dest, Bad);
+  if (E.kind() != json::Value::Number)
+    return Bad("not a number");
+  if (Lit >= Lits.size())
+    return Bad("number literal not found");
+  StringRef Token = Lits[Lit++];
+  if (Type == ElementType::Float || Type == ElementType::Double)
+    return decodeFloatLiteral(Token, Type, Dest, Bad);
+  return decodeIntegerLiteral(Token, Type, Dest, Bad);
+}
+
+/// Reads the elements of a bool or numeric tensor into \p T, whose number
+/// literals are \p Lits.
+static Error decodeElements(const json::Array &Data, ArrayRef<StringRef> Lits,
+                            const std::string &Where, TensorValue &T) {
+  char *Dest = T.mutableBytes().data();
+  size_t Size = elementSize(T.type());
+  size_t Lit = 0;
+  for (size_t I = 0; I < Data.size(); ++I, Dest += Size) {
+    auto Bad = [&](const Twine &Why) {
+      return decodeError(Name, Where + " element " + Twine(I) + ": " + Why);
+    };
+    if (Error E = decodeElement(Data[I], T.type(), Lits, Lit, Dest, Bad))
+      return E;
+  }
+  return Error::success();
+}
+
+Expected<TensorValue> JSONSerDes::decodeTensor(const json::Value &V,
+                                               size_t Index,
+                                               const DataLiterals &Literals,
+                                               uint64_t Offset) const {
+  std::string Where = "tensor " + std::to_string(Index) +
+                      " of the message at byte offset " +
+                      std::to_string(Offset);
+  Expected<const json::Object *> O = tensorObject(V, Where);
+  if (!O)
+    return O.takeError();
+  std::optional<StringRef> TName = (*O)->getString("name");
+  if (!TName || TName->empty())
+    return decodeError(Name, Where + " has no name");
+  Where = "tensor '" + TName->str() + "' (" + Where + ")";
+  std::optional<StringRef> TypeName = (*O)->getString("type");
+  if (!TypeName)
+    return decodeError(Name, Where + " has no type");
+  Expected<ElementType> Type = parseElementType(*TypeName);
+  if (!Type)
+    return decodeError(Name, Where + ": " + toString(Type.takeError()));
+  Expected<std::vector<int64_t>> Shape =
+      decodeShape(**O, limits().MaxRank, Where);
+  if (!Shape)
+    return Shape.takeError();
+  Expected<uint64_t> Count = checkShape(*Shape, *Type, *TName);
   if (!Count)
     return decodeError(Name, toString(Count.takeError()));
-  const json::Array *Data = O->getArray("data");
+  const json::Array *Data = (*O)->getArray("data");
   if (!Data)
     return decodeError(Name, Where + " has no data array");
   if (Data->size() != *Count)
     return decodeError(Name, Where + " has " + Twine(Data->size()) +
-                                 " elements, its shape " + formatShape(Shape) +
+                                 " elements, its shape " + formatShape(*Shape) +
                                  " needs " + Twine(*Count));
-  if (*Type == ElementType::String) {
-    std::vector<std::string> Strings;
-    Strings.reserve(Data->size());
-    for (const json::Value &E : *Data) {
-      std::optional<StringRef> S = E.getAsString();
-      if (!S)
-        return decodeError(Name, Where + " element " + Twine(Strings.size()) +
-                                     " is not a string");
-      Strings.push_back(S->str());
-    }
-    return TensorValue::fromStrings(*TName, Shape, std::move(Strings));
-  }
-  Expected<TensorValue> T = TensorValue::create(*TName, *Type, Shape);
+  if (*Type == ElementType::String)
+    return decodeStrings(*TName, *Shape, *Data, Where);
+  Expected<TensorValue> T = TensorValue::create(*TName, *Type, *Shape);
   if (!T)
     return T.takeError();
-  char *Dest = T->mutableBytes().data();
-  size_t Size = elementSize(*Type);
-  ArrayRef<StringRef> Lits = Literals.of(Index);
-  size_t Lit = 0;
-  for (size_t I = 0; I < Data->size(); ++I, Dest += Size) {
-    const json::Value &E = (*Data)[I];
-    auto Bad = [&](const Twine &Why) {
-      return decodeError(Name, Where + " element " + Twine(I) + ": " + Why);
-    };
-    if (*Type == ElementType::Bool) {
-      std::optional<bool> B = E.getAsBoolean();
-      if (!B)
-        return Bad("not a bool");
-      *Dest = *B ? 1 : 0;
-      continue;
-    }
-    if (E.kind() == json::Value::String) {
-      StringRef S = *E.getAsString();
-      if (*Type != ElementType::Float && *Type != ElementType::Double)
-        return Bad("a string for an integer tensor");
-      double D;
-      if (S == "NaN")
-        D = std::numeric_limits<double>::quiet_NaN();
-      else if (S == "Infinity")
-        D = std::numeric_limits<double>::infinity();
-      else if (S == "-Infinity")
-        D = -std::numeric_limits<double>::infinity();
-      else
-        return Bad("string '" + S +
-                   "' (only \"NaN\", \"Infinity\", \"-Infinity\")");
-      if (*Type == ElementType::Float) {
-        float F = static_cast<float>(D);
-        std::memcpy(Dest, &F, 4);
-      } else {
-        std::memcpy(Dest, &D, 8);
-      }
-      continue;
-    }
-    if (E.kind() != json::Value::Number)
-      return Bad("not a number");
-    // Numbers appear in the literals in the same order as in the array.
-    if (Lit >= Lits.size())
-      return Bad("number literal not found");
-    StringRef Token = Lits[Lit++];
-    bool Ok = false;
-    bool IsIntegerLiteral =
-        !Token.contains_insensitive('e') && !Token.contains('.');
-    switch (*Type) {
-    case ElementType::Float:
-    case ElementType::Double: {
-      Ok = *Type == ElementType::Float ? parseFloat<float>(Token, Dest)
-                                       : parseFloat<double>(Token, Dest);
-      // A number literal is finite: one that overflows the type (1e39 for
-      // a float, 1e400 for either) is an error, as in the Python decoder;
-      // infinities are written "Infinity" and "-Infinity".
-      double D = 0;
-      if (Ok && *Type == ElementType::Float) {
-        float F;
-        std::memcpy(&F, Dest, 4);
-        D = F;
-      } else if (Ok) {
-        std::memcpy(&D, Dest, 8);
-      }
-      if (Ok && std::isinf(D))
-        return Bad("value " + Token + " is out of range for " +
-                   elementTypeName(*Type));
-      break;
-    }
-    default:
-      if (!IsIntegerLiteral)
-        return Bad("'" + Token +
-                   "' has a fraction or exponent, but the "
-                   "tensor is " +
-                   elementTypeName(*Type));
-      switch (*Type) {
-      case ElementType::Int8:
-        Ok = parseInt<int8_t>(Token, Dest);
-        break;
-      case ElementType::UInt8:
-        Ok = parseInt<uint8_t>(Token, Dest);
-        break;
-      case ElementType::Int16:
-        Ok = parseInt<int16_t>(Token, Dest);
-        break;
-      case ElementType::UInt16:
-        Ok = parseInt<uint16_t>(Token, Dest);
-        break;
-      case ElementType::Int32:
-        Ok = parseInt<int32_t>(Token, Dest);
-        break;
-      case ElementType::UInt32:
-        Ok = parseInt<uint32_t>(Token, Dest);
-        break;
-      case ElementType::Int64:
-        Ok = parseInt<int64_t>(Token, Dest);
-        break;
-      case ElementType::UInt64:
-        Ok = parseInt<uint64_t>(Token, Dest);
-        break;
-      default:
-        llvm_unreachable("not an integer type");
-      }
-      if (!Ok)
-        return Bad("'" + Token + "' is out of range for " +
-                   elementTypeName(*Type));
-    }
-    if (!Ok)
-      return Bad("'" + Token + "' is not a valid number");
-  }
+  if (Error E = decodeElements(*Data, Literals.of(Index), Where, *T))
+    return E;
   return T;
 }
 

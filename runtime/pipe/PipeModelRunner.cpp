@@ -5,313 +5,35 @@
 //===----------------------------------------------------------------------===//
 
 #include "mlbridge/PipeModelRunner.h"
-#include "mlbridge/ModelRegistry.h"
 #include "mlbridge/SerDes/Bitstream.h"
+
+#include "ChannelTrust.h"
+#include "FifoIO.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/Path.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <csignal>
-#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <thread>
 #include <unistd.h>
 
 using namespace llvm;
-using Clock = std::chrono::steady_clock;
+using namespace mlbridge::pipe_internal;
 using std::chrono::milliseconds;
 
 namespace mlbridge {
 
-namespace {
-
 /// The pipe buffer asked for on `<base>.out`.
-constexpr int PipeBufferBytes = 1 << 20;
-
-Error pipeError(std::errc Code, const Twine &Msg) {
-  return createStringError(std::make_error_code(Code), Msg);
-}
-
-std::string formatBound(milliseconds Bound) {
-  return formatv("{0} ms", Bound.count()).str();
-}
-
-/// Milliseconds left until \p Deadline, for poll(): at least 1 while time
-/// remains, 0 once it has passed.
-int remainingMs(Clock::time_point Deadline) {
-  auto Left = std::chrono::duration_cast<milliseconds>(Deadline - Clock::now());
-  if (Left.count() <= 0)
-    return Clock::now() >= Deadline ? 0 : 1;
-  return static_cast<int>(std::min<int64_t>(Left.count() + 1, INT32_MAX));
-}
-
-/// Waits for \p Events on \p FD until \p Deadline. Returns the revents, or 0
-/// on timeout.
-Expected<short> pollUntil(int FD, short Events, Clock::time_point Deadline,
-                          StringRef Path) {
-  while (true) {
-    int Ms = remainingMs(Deadline);
-    if (Ms == 0)
-      return 0;
-    struct pollfd P = {FD, Events, 0};
-    int R = ::poll(&P, 1, Ms);
-    if (R > 0)
-      return P.revents;
-    if (R < 0 && errno != EINTR)
-      return pipeError(std::errc::io_error,
-                       "poll on " + Path + " failed: " + std::strerror(errno));
-  }
-}
-
-/// Blocks SIGPIPE on this thread for its lifetime, then restores the mask. A
-/// write to a FIFO without reader fails with EPIPE and raises SIGPIPE: call
-/// raised() then, and the signal is discarded (unless one was pending before).
-/// Two system calls on the usual path (block, restore): with SIGPIPE not
-/// blocked before, none can have been pending, since the kernel delivers an
-/// unblocked signal before returning to the thread.
-class SigPipeBlocker {
-public:
-  SigPipeBlocker() {
-    sigemptyset(&Set);
-    sigaddset(&Set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &Set, &Old);
-    WasBlocked = sigismember(&Old, SIGPIPE) == 1;
-    if (WasBlocked) {
-      sigset_t Pending;
-      sigemptyset(&Pending);
-      sigpending(&Pending);
-      WasPending = sigismember(&Pending, SIGPIPE) == 1;
-    }
-  }
-  ~SigPipeBlocker() {
-    if (Raised && !WasPending) {
-      sigset_t Pending;
-      sigemptyset(&Pending);
-      if (sigpending(&Pending) == 0 && sigismember(&Pending, SIGPIPE) == 1) {
-        struct timespec Zero = {0, 0};
-        while (sigtimedwait(&Set, nullptr, &Zero) < 0 && errno == EINTR) {
-        }
-      }
-    }
-    if (!WasBlocked)
-      pthread_sigmask(SIG_SETMASK, &Old, nullptr);
-  }
-  SigPipeBlocker(const SigPipeBlocker &) = delete;
-  SigPipeBlocker &operator=(const SigPipeBlocker &) = delete;
-
-  /// A write failed with EPIPE: discard the SIGPIPE it raised.
-  void raised() { Raised = true; }
-
-private:
-  sigset_t Set, Old;
-  bool WasBlocked = false;
-  bool WasPending = false;
-  bool Raised = false;
-};
-
-std::string modeText(mode_t M) {
-  char Buf[16];
-  std::snprintf(Buf, sizeof(Buf), "%04o", static_cast<unsigned>(M & 07777));
-  return Buf;
-}
-
-/// The fix every trust error names.
-constexpr const char *PrivateFolderFix =
-    "make the channel in a private folder of the compiler's user (mkdir -m "
-    "700 DIR, then DIR/channel; mlbridge.compiler.pipe.FifoChannel() makes "
-    "one)";
-
-/// Checks the status \p St of channel file \p Path (a FIFO, or the
-/// `<base>.ext` regular file if \p Regular): it belongs to this process's
-/// user and neither the group nor others may write it.
-Error checkChannelStat(const struct stat &St, const std::string &Path,
-                       bool Regular) {
-  if (Regular ? !S_ISREG(St.st_mode) : !S_ISFIFO(St.st_mode))
-    return pipeError(
-        std::errc::invalid_argument,
-        Path + (Regular ? " is not a regular file" : " is not a FIFO"));
-  uid_t Me = ::geteuid();
-  if (St.st_uid != Me)
-    return pipeError(std::errc::permission_denied,
-                     "refusing " + Path + ": it belongs to user " +
-                         describeUser(St.st_uid) + ", not to " +
-                         describeUser(Me) +
-                         " who runs this compiler, so another user could "
-                         "answer in the model's place; " +
-                         PrivateFolderFix);
-  if (St.st_mode & (S_IWGRP | S_IWOTH))
-    return pipeError(std::errc::permission_denied,
-                     "refusing " + Path +
-                         ": its group or others may write it (mode " +
-                         modeText(St.st_mode) + "); fix: chmod 600 " + Path +
-                         ", or " + PrivateFolderFix);
-  return Error::success();
-}
-
-/// Checks channel file \p Path without following a link at its end; an
-/// error if it does not exist.
-Error checkChannelPath(const std::string &Path, bool Regular = false) {
-  struct stat St;
-  if (::lstat(Path.c_str(), &St) != 0)
-    return pipeError(std::errc::no_such_file_or_directory,
-                     "cannot use " + Path + ": " + std::strerror(errno));
-  return checkChannelStat(St, Path, Regular);
-}
-
-/// Checks the open channel file \p FD (what was opened, not the name).
-Error checkChannelFD(int FD, const std::string &Path, bool Regular = false) {
-  struct stat St;
-  if (::fstat(FD, &St) != 0)
-    return pipeError(std::errc::io_error,
-                     "cannot check " + Path + ": " + std::strerror(errno));
-  return checkChannelStat(St, Path, Regular);
-}
-
-/// Checks the folder of the channel base \p Base: it belongs to this
-/// process's user and neither the group nor others may write it, so nobody
-/// else can put or replace a FIFO there.
-Error checkChannelFolder(const std::string &Base) {
-  StringRef Parent = sys::path::parent_path(Base);
-  std::string Folder = Parent.empty() ? "." : Parent.str();
-  struct stat St;
-  if (::stat(Folder.c_str(), &St) != 0)
-    return pipeError(std::errc::no_such_file_or_directory,
-                     "cannot use the channel folder " + Folder + ": " +
-                         std::strerror(errno));
-  if (!S_ISDIR(St.st_mode))
-    return pipeError(std::errc::not_a_directory,
-                     Folder + " (the channel's folder) is not a folder");
-  uid_t Me = ::geteuid();
-  if (St.st_uid != Me)
-    return pipeError(std::errc::permission_denied,
-                     "refusing the channel " + Base + ": its folder " + Folder +
-                         " belongs to user " + describeUser(St.st_uid) +
-                         ", not to " + describeUser(Me) +
-                         " who runs this compiler; " + PrivateFolderFix);
-  if (St.st_mode & (S_IWGRP | S_IWOTH))
-    return pipeError(std::errc::permission_denied,
-                     "refusing the channel " + Base + ": its folder " + Folder +
-                         " may be written by its group or others (mode " +
-                         modeText(St.st_mode) +
-                         "), who could put their own FIFOs there; " +
-                         PrivateFolderFix);
-  return Error::success();
-}
-
-} // namespace
-
-//===----------------------------------------------------------------------===//
-// FdByteReader
-//===----------------------------------------------------------------------===//
-
-FdByteReader::FdByteReader(int FD, std::string Path, milliseconds Timeout)
-    : FD(FD), Path(std::move(Path)), Timeout(Timeout) {}
-
-Expected<bool> FdByteReader::fill(const Twine &What) {
-  if (Eof)
-    return false;
-  if (Start > 0 && Start >= Buf.size() / 2) {
-    Buf.erase(0, Start);
-    Start = 0;
-  }
-  Clock::time_point Deadline = Clock::now() + Timeout;
-  char Chunk[65536];
-  while (true) {
-    Expected<short> Ready = pollUntil(FD, POLLIN, Deadline, Path);
-    if (!Ready)
-      return Ready.takeError();
-    if (*Ready == 0) {
-      TimedOut = true;
-      return pipeError(std::errc::timed_out,
-                       Path + ": nothing from the model within " +
-                           formatBound(Timeout) + " while waiting for " + What +
-                           " (stream offset " +
-                           Twine(Offset + Buf.size() - Start) + ")");
-    }
-    ssize_t N = ::read(FD, Chunk, sizeof(Chunk));
-    if (N > 0) {
-      Buf.append(Chunk, static_cast<size_t>(N));
-      return true;
-    }
-    if (N == 0) {
-      // poll() said readable and read() gives nothing: the writer is gone.
-      Eof = true;
-      return false;
-    }
-    if (errno != EINTR && errno != EAGAIN)
-      return pipeError(std::errc::io_error,
-                       "reading " + Path + " failed: " + std::strerror(errno));
-  }
-}
-
-Error FdByteReader::readExact(MutableArrayRef<char> Out) {
-  if (Out.empty())
-    return Error::success();
-  while (Buf.size() - Start < Out.size()) {
-    Expected<bool> More = fill(Twine(Out.size()) + " bytes");
-    if (!More)
-      return More.takeError();
-    if (!*More) {
-      size_t Have = Buf.size() - Start;
-      if (Have == 0)
-        return make_error<EndOfStreamError>(Offset);
-      return pipeError(std::errc::connection_aborted,
-                       Path + ": the model closed the pipe after " +
-                           Twine(Have) + " of " + Twine(Out.size()) +
-                           " bytes (input truncated at byte offset " +
-                           Twine(Offset + Have) + ")");
-    }
-  }
-  std::memcpy(Out.data(), Buf.data() + Start, Out.size());
-  Start += Out.size();
-  Offset += Out.size();
-  return Error::success();
-}
-
-Error FdByteReader::readLine(std::string &Line, size_t MaxLen) {
-  size_t Scanned = 0;
-  while (true) {
-    size_t Limit = MaxLen == SIZE_MAX ? MaxLen : MaxLen + 1;
-    StringRef Avail = StringRef(Buf).drop_front(Start);
-    size_t NL = Avail.take_front(Limit).find('\n', Scanned);
-    if (NL != StringRef::npos) {
-      Line.assign(Avail.data(), NL);
-      Start += NL + 1;
-      Offset += NL + 1;
-      return Error::success();
-    }
-    Scanned = Avail.size();
-    if (Scanned > MaxLen)
-      return createStringError(inconvertibleErrorCode(),
-                               "%s: line at byte offset %llu is longer than "
-                               "the limit of %zu bytes",
-                               Path.c_str(),
-                               static_cast<unsigned long long>(Offset), MaxLen);
-    Expected<bool> More = fill("the end of a line");
-    if (!More)
-      return More.takeError();
-    if (!*More) {
-      if (Scanned == 0)
-        return make_error<EndOfStreamError>(Offset);
-      return pipeError(std::errc::connection_aborted,
-                       Path +
-                           ": the model closed the pipe in a line that "
-                           "started at byte offset " +
-                           Twine(Offset) + " (no final '\\n')");
-    }
-  }
-}
+static constexpr int PipeBufferBytes = 1 << 20;
 
 //===----------------------------------------------------------------------===//
 // PipeModelRunner
