@@ -312,7 +312,7 @@ def _add_pipe_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_pipe(args: argparse.Namespace) -> int:
-    from mlbridge.compiler.pipe import GYM_PREFIX, remove_stale_channels
+    from mlbridge.compiler.fifo import GYM_PREFIX, remove_stale_channels
 
     removed = remove_stale_channels(args.dir)
     removed += remove_stale_channels(args.dir, prefix=GYM_PREFIX)

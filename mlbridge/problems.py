@@ -3,16 +3,19 @@
 A problem is one compiler decision a pass asks a model for. Its package holds its
 features, policy, trainer, the ``mlbridge train`` subcommand and its built-in models:
 
-==================  ====================  ========================================
-problem             task                  package
-==================  ====================  ========================================
-inliner             ``inliner``           :mod:`mlbridge.inliner`
-phase-order         ``phase-order``       :mod:`mlbridge.phase_order`
-==================  ====================  ========================================
+==================  ======================  ========================================
+problem             task                    package
+==================  ======================  ========================================
+inliner             ``inliner``             :mod:`mlbridge.inliner`
+phase-order         ``phase-order``         :mod:`mlbridge.phase_order`
+mlir-loop-unroll    ``mlir-loop-unroll``    :mod:`mlbridge.loop_unroll`
+==================  ======================  ========================================
 
-(The MLIR loop-unroll pass's model side is :mod:`mlbridge.mlir`; it has no trainer or
-built-in model yet.) This module sits above the problems, beside the command line: the
-generic layers (registry, SerDes, compiler interfaces, ...) never import it.
+The MLIR loop unroll has no trainer and no built-in model yet, so no ``mlbridge train``
+subcommand. The register-allocation priority (task ``regalloc-priority``) has no Python
+code of its own (any model side answers it: docs/regalloc.md), so no package and no entry.
+This module sits above the problems, beside the command line: the generic layers
+(registry, SerDes, compiler interfaces, ...) never import it.
 """
 
 from __future__ import annotations
@@ -32,17 +35,18 @@ class Problem:
     """One problem's entry points.
 
     Attributes:
-        name: The ``mlbridge train`` subcommand.
+        name: The problem's name, also its ``mlbridge train`` subcommand.
         task: The task its models answer (:data:`mlbridge.models.tasks.TASKS`).
-        add_train_parser: Adds its ``mlbridge train`` subcommand to a subparsers object.
-        run_train: Runs that subcommand.
+        add_train_parser: Adds its ``mlbridge train`` subcommand to a subparsers object
+            (``None``: the problem has no trainer).
+        run_train: Runs that subcommand (``None`` with ``add_train_parser``).
         builtin_models: Its shipped models.
     """
 
     name: str
     task: str
-    add_train_parser: Callable[[Any], argparse.ArgumentParser]
-    run_train: Callable[[argparse.Namespace], int]
+    add_train_parser: Callable[[Any], argparse.ArgumentParser] | None
+    run_train: Callable[[argparse.Namespace], int] | None
     builtin_models: Callable[[], tuple[BuiltinModel, ...]]
 
 
@@ -82,12 +86,17 @@ def _phase_order_run(args: argparse.Namespace) -> int:
     return run_train(args)
 
 
-#: Every problem, in the order ``mlbridge train --help`` lists them.
+def _no_models() -> tuple[BuiltinModel, ...]:
+    return ()
+
+
+#: Every problem, in the order ``mlbridge train --help`` lists those with a trainer.
 PROBLEMS: tuple[Problem, ...] = (
     Problem("inliner", "inliner", _inliner_parser, _inliner_run, _inliner_models),
     Problem(
         "phase-order", "phase-order", _phase_order_parser, _phase_order_run, _phase_order_models
     ),
+    Problem("mlir-loop-unroll", "mlir-loop-unroll", None, None, _no_models),
 )
 
 
@@ -106,15 +115,16 @@ def builtin_model(task: str) -> BuiltinModel:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Adds the ``train`` subcommands (one per problem) to ``p``."""
+    """Adds the ``train`` subcommands (one per problem with a trainer) to ``p``."""
     sub = p.add_subparsers(dest="problem", metavar="PROBLEM", required=True)
     for problem in PROBLEMS:
-        problem.add_train_parser(sub)
+        if problem.add_train_parser is not None:
+            problem.add_train_parser(sub)
 
 
 def run(args: argparse.Namespace) -> int:
     """Runs ``mlbridge train PROBLEM``."""
     for problem in PROBLEMS:
-        if problem.name == args.problem:
+        if problem.name == args.problem and problem.run_train is not None:
             return problem.run_train(args)
     raise AssertionError(f"argparse let an unknown problem through: {args.problem!r}")

@@ -30,14 +30,8 @@ import numpy as np
 from gymnasium import spaces
 
 from mlbridge._process import die_with_parent
-from mlbridge.compiler.pipe import (
-    DEFAULT_CONNECT_TIMEOUT,
-    GYM_PREFIX,
-    FifoChannel,
-    Observation,
-    PipeCompilerInterface,
-    remove_stale_channels,
-)
+from mlbridge.compiler.fifo import GYM_PREFIX, FifoChannel, remove_stale_channels
+from mlbridge.compiler.pipe import DEFAULT_CONNECT_TIMEOUT, Observation, PipeCompilerInterface
 from mlbridge.errors import MLBridgeError, PipeClosedError, PipeTimeoutError
 from mlbridge.serdes import Header
 from mlbridge.tensor_spec import ElementType, TensorSpec

@@ -36,11 +36,8 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from mlbridge.compiler.pipe import (
-    DEFAULT_CONNECT_TIMEOUT,
-    FifoChannel,
-    Observation,
-)
+from mlbridge.compiler.fifo import FifoChannel
+from mlbridge.compiler.pipe import DEFAULT_CONNECT_TIMEOUT, Observation
 from mlbridge.gym.env import CompilationError, CompilerSession
 from mlbridge.phase_order.command import (
     ACTION_COUNT,

@@ -312,6 +312,190 @@ def _clone(policy: Any, episodes: Sequence[Episode], config: PGConfig) -> float:
     return float(loss.detach())
 
 
+class _Training:
+    """What the stages of one :func:`train_phase_order` run share.
+
+    The training modules and their draws (one generator, so a seed gives the same draws),
+    the pool of environments the episodes run in, the observations seen so far (the
+    export check's samples) and the progress log.
+    """
+
+    def __init__(
+        self,
+        modules: Sequence[Path],
+        config: PGConfig,
+        pool: queue.Queue[PhaseOrderEnv],
+        rng: np.random.Generator,
+        log: Callable[[str], None] | None,
+    ) -> None:
+        self.modules = modules
+        self.config = config
+        self.pool = pool
+        self.rng = rng
+        self.log = log
+        self.jobs = max(1, config.jobs)
+        self.samples: list[Obs] = []
+        self.start = time.perf_counter()
+
+    def draw(self, count: int) -> list[Path]:
+        """``count`` distinct training modules (all if fewer), in corpus order."""
+        modules = self.modules
+        picks = self.rng.choice(len(modules), size=min(count, len(modules)), replace=False)
+        return [modules[int(i)] for i in sorted(picks)]
+
+    def play_all(self, tasks: Sequence[tuple[Path, Callable[[Obs], int]]]) -> list[Episode]:
+        """One episode per (module, agent), ``jobs`` at a time, in the order given."""
+
+        def one(task: tuple[Path, Callable[[Obs], int]]) -> Episode:
+            env = self.pool.get()
+            try:
+                return run_episode(env, task[0], task[1])
+            finally:
+                self.pool.put(env)
+
+        with ThreadPoolExecutor(self.jobs) as ex:
+            return list(ex.map(one, tasks))
+
+
+def _check_training(modules: Sequence[Path], config: PGConfig) -> None:
+    if not modules:
+        raise PhaseOrderError("no module to train on")
+    if config.episodes_per_module < 2:
+        raise ValueError("episodes_per_module must be at least 2 (leave-one-out baseline)")
+
+
+def _warm_start(training: _Training, policy: Any, teacher: list[int], n: int) -> dict[str, Any]:
+    """The warm start: behaviour cloning of the teacher's episodes into ``policy``.
+
+    Plays ``teacher`` (then stop) on ``bc_modules`` drawn modules; returns the stage's record.
+    """
+    config = training.config
+    t0 = time.perf_counter()
+
+    def follow(obs: Obs) -> int:
+        step = int(np.asarray(obs["step"]).reshape(-1)[0])
+        return teacher[step] if step < len(teacher) else n
+
+    shown = training.play_all([(m, follow) for m in training.draw(config.bc_modules)])
+    training.samples.extend(o for e in shown for o in e.observations)
+    loss = _clone(policy, shown, config)
+    match = float(
+        np.mean(
+            [
+                policy.act(o) == a
+                for e in shown
+                for o, a in zip(e.observations, e.actions, strict=True)
+            ]
+        )
+    )
+    record = {
+        "teacher": teacher,
+        "modules": len(shown),
+        "decisions": sum(len(e.actions) for e in shown),
+        "teacher_relative_return": float(np.mean([e.relative_return for e in shown])),
+        "loss": loss,
+        "greedy_matches_teacher": match,
+        "seconds": time.perf_counter() - t0,
+    }
+    _log(
+        f"warm start: {len(shown)} teacher episodes (code size "
+        f"{size_change_text(record['teacher_relative_return'])}), cloned: "
+        f"loss {loss:.3f}, greedy = teacher on {match * 100:.1f}% of decisions, "
+        f"{record['seconds']:.1f} s",
+        training.log,
+    )
+    return record
+
+
+def _fine_tune(training: _Training, policy: Any, n: int) -> list[dict[str, Any]]:
+    """The fine-tuning: ``iterations`` REINFORCE updates of ``policy`` (leave-one-out baseline).
+
+    Returns one record per iteration.
+    """
+    import torch
+
+    config, rng, log = training.config, training.rng, training.log
+    history: list[dict[str, Any]] = []
+    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+    iterations: Iterable[int] = range(config.iterations)
+    if log is not None:
+        iterations = track(
+            iterations, description="mlbridge train phase-order: training", unit="iteration"
+        )
+    for it in iterations:
+        t0 = time.perf_counter()
+        tasks = []
+        for module in training.draw(config.modules_per_iteration):
+            for _ in range(config.episodes_per_module):
+                sampler = np.random.default_rng(int(rng.integers(2**63)))
+
+                def choose(obs: Obs, sampler: np.random.Generator = sampler) -> int:
+                    p = policy.probabilities(obs)
+                    return int(sampler.choice(len(p), p=p / p.sum()))
+
+                tasks.append((module, choose))
+        policy.eval()
+        episodes = training.play_all(tasks)
+        loss, entropy = _update(policy, optimizer, episodes, config)
+        returns = np.array([e.relative_return for e in episodes])
+        actions = np.concatenate([np.asarray(e.actions) for e in episodes])
+        training.samples.extend(o for e in episodes for o in e.observations)
+        record = {
+            "iteration": it + 1,
+            "mean_relative_return": float(returns.mean()),
+            "best_relative_return": float(returns.max()),
+            "mean_length": float(np.mean([len(e.actions) for e in episodes])),
+            "entropy": entropy,
+            "loss": loss,
+            "action_histogram": np.bincount(actions, minlength=n + 1).tolist(),
+            "seconds": time.perf_counter() - t0,
+        }
+        history.append(record)
+        _log(
+            f"iteration {it + 1}/{config.iterations}: code size "
+            f"{size_change_text(record['mean_relative_return'])} (best "
+            f"{size_change_text(record['best_relative_return'])}), "
+            f"{record['mean_length']:.1f} steps, entropy {entropy:.2f}, "
+            f"{record['seconds']:.1f} s (total {time.perf_counter() - training.start:.0f} s)",
+            log,
+        )
+    return history
+
+
+def _validate(training: _Training, tuned_policy: Any, cloned: Any) -> dict[str, Any]:
+    """The validation: the greedy fine-tuned and cloned policies on the same drawn modules.
+
+    Compares them on ``validation_modules`` modules by the pass's code-size estimate; the
+    returned record's ``kept`` names the policy with the smaller total.
+    """
+    t0 = time.perf_counter()
+    chosen = training.draw(training.config.validation_modules)
+
+    def greedy(obs: Obs) -> int:
+        return tuned_policy.act(obs)
+
+    tuned = sum(e.final_size for e in training.play_all([(m, greedy) for m in chosen]))
+
+    def cloned_greedy(obs: Obs) -> int:
+        return cloned.act(obs)
+
+    base = sum(e.final_size for e in training.play_all([(m, cloned_greedy) for m in chosen]))
+    keep = "fine-tuned" if tuned <= base else "cloned"
+    record = {
+        "modules": len(chosen),
+        "code_size_cloned": base,
+        "code_size_fine_tuned": tuned,
+        "kept": keep,
+        "seconds": time.perf_counter() - t0,
+    }
+    _log(
+        f"validation on {len(chosen)} training modules: code-size estimate after "
+        f"cloning {base}, after fine-tuning {tuned}: keeping the {keep} policy",
+        training.log,
+    )
+    return record
+
+
 def train_phase_order(
     modules: Sequence[Path],
     config: PGConfig | None = None,
@@ -347,152 +531,29 @@ def train_phase_order(
     from mlbridge.phase_order.policy import PhasePolicy
 
     config = config or PGConfig()
-    if not modules:
-        raise PhaseOrderError("no module to train on")
-    if config.episodes_per_module < 2:
-        raise ValueError("episodes_per_module must be at least 2 (leave-one-out baseline)")
+    _check_training(modules, config)
     plugin_path = Path(plugin) if plugin is not None else find_plugin()
     torch.manual_seed(config.seed)
     # Compilations run in other processes; more torch threads would only compete with them.
     torch.set_num_threads(1)
     rng = np.random.default_rng(config.seed)
-    jobs = max(1, config.jobs)
-    history: list[dict[str, Any]] = []
-    samples: list[Obs] = []
-    result: dict[str, Any] = {"iterations": history}
+    result: dict[str, Any] = {"iterations": []}
 
-    def draw(count: int) -> list[Path]:
-        picks = rng.choice(len(modules), size=min(count, len(modules)), replace=False)
-        return [modules[int(i)] for i in sorted(picks)]
-
-    with _env_pool(jobs, modules, config, plugin_path) as pool:
+    with _env_pool(max(1, config.jobs), modules, config, plugin_path) as pool:
         probe = pool.get()
         pool.put(probe)
         n = probe.n_actions
         policy = PhasePolicy(probe.observation_dim, n, config.hidden)
-        start = time.perf_counter()
-
-        def play_all(
-            tasks: Sequence[tuple[Path, Callable[[Obs], int]]],
-        ) -> list[Episode]:
-            def one(task: tuple[Path, Callable[[Obs], int]]) -> Episode:
-                env = pool.get()
-                try:
-                    return run_episode(env, task[0], task[1])
-                finally:
-                    pool.put(env)
-
-            with ThreadPoolExecutor(jobs) as ex:
-                return list(ex.map(one, tasks))
-
-        def greedy(obs: Obs) -> int:
-            return policy.act(obs)
-
+        training = _Training(modules, config, pool, rng, log)
         teacher = parse_teacher(config.teacher, n)
         if teacher:
-            t0 = time.perf_counter()
-
-            def follow(obs: Obs) -> int:
-                step = int(np.asarray(obs["step"]).reshape(-1)[0])
-                return teacher[step] if step < len(teacher) else n
-
-            shown = play_all([(m, follow) for m in draw(config.bc_modules)])
-            samples.extend(o for e in shown for o in e.observations)
-            loss = _clone(policy, shown, config)
-            match = float(
-                np.mean(
-                    [
-                        policy.act(o) == a
-                        for e in shown
-                        for o, a in zip(e.observations, e.actions, strict=True)
-                    ]
-                )
-            )
-            result["warm_start"] = {
-                "teacher": teacher,
-                "modules": len(shown),
-                "decisions": sum(len(e.actions) for e in shown),
-                "teacher_relative_return": float(np.mean([e.relative_return for e in shown])),
-                "loss": loss,
-                "greedy_matches_teacher": match,
-                "seconds": time.perf_counter() - t0,
-            }
-            _log(
-                f"warm start: {len(shown)} teacher episodes (code size "
-                f"{size_change_text(result['warm_start']['teacher_relative_return'])}), cloned: "
-                f"loss {loss:.3f}, greedy = teacher on {match * 100:.1f}% of decisions, "
-                f"{result['warm_start']['seconds']:.1f} s",
-                log,
-            )
+            result["warm_start"] = _warm_start(training, policy, teacher, n)
         cloned = copy.deepcopy(policy)
-        optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
-        iterations: Iterable[int] = range(config.iterations)
-        if log is not None:
-            iterations = track(
-                iterations, description="mlbridge train phase-order: training", unit="iteration"
-            )
-        for it in iterations:
-            t0 = time.perf_counter()
-            tasks = []
-            for module in draw(config.modules_per_iteration):
-                for _ in range(config.episodes_per_module):
-                    sampler = np.random.default_rng(int(rng.integers(2**63)))
-
-                    def choose(obs: Obs, sampler: np.random.Generator = sampler) -> int:
-                        p = policy.probabilities(obs)
-                        return int(sampler.choice(len(p), p=p / p.sum()))
-
-                    tasks.append((module, choose))
-            policy.eval()
-            episodes = play_all(tasks)
-            loss, entropy = _update(policy, optimizer, episodes, config)
-            returns = np.array([e.relative_return for e in episodes])
-            actions = np.concatenate([np.asarray(e.actions) for e in episodes])
-            samples.extend(o for e in episodes for o in e.observations)
-            record = {
-                "iteration": it + 1,
-                "mean_relative_return": float(returns.mean()),
-                "best_relative_return": float(returns.max()),
-                "mean_length": float(np.mean([len(e.actions) for e in episodes])),
-                "entropy": entropy,
-                "loss": loss,
-                "action_histogram": np.bincount(actions, minlength=n + 1).tolist(),
-                "seconds": time.perf_counter() - t0,
-            }
-            history.append(record)
-            _log(
-                f"iteration {it + 1}/{config.iterations}: code size "
-                f"{size_change_text(record['mean_relative_return'])} (best "
-                f"{size_change_text(record['best_relative_return'])}), "
-                f"{record['mean_length']:.1f} steps, entropy {entropy:.2f}, "
-                f"{record['seconds']:.1f} s (total {time.perf_counter() - start:.0f} s)",
-                log,
-            )
+        result["iterations"] = _fine_tune(training, policy, n)
         policy.eval()
         if config.validation_modules > 0 and config.iterations > 0:
-            t0 = time.perf_counter()
-            chosen = draw(config.validation_modules)
-            tuned_eps = play_all([(m, greedy) for m in chosen])
-            tuned = sum(e.final_size for e in tuned_eps)
-
-            def cloned_greedy(obs: Obs) -> int:
-                return cloned.act(obs)
-
-            base = sum(e.final_size for e in play_all([(m, cloned_greedy) for m in chosen]))
-            keep = "fine-tuned" if tuned <= base else "cloned"
-            result["validation"] = {
-                "modules": len(chosen),
-                "code_size_cloned": base,
-                "code_size_fine_tuned": tuned,
-                "kept": keep,
-                "seconds": time.perf_counter() - t0,
-            }
-            _log(
-                f"validation on {len(chosen)} training modules: code-size estimate after "
-                f"cloning {base}, after fine-tuning {tuned}: keeping the {keep} policy",
-                log,
-            )
-            if keep == "cloned":
+            result["validation"] = _validate(training, policy, cloned)
+            if result["validation"]["kept"] == "cloned":
                 policy = cloned
     policy.eval()
     policy.metadata.update(
@@ -503,7 +564,7 @@ def train_phase_order(
             "training_modules": len(modules),
         }
     )
-    return policy, result, samples
+    return policy, result, training.samples
 
 
 def _update(

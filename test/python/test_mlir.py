@@ -1,6 +1,6 @@
 """The MLIR model side against the real mlbridge-loop-unroll pass in mlir-opt-22.
 
-- the loop features computed in Python with the MLIR bindings (mlbridge.mlir.features)
+- the loop features computed in Python with the MLIR bindings (mlbridge.loop_unroll.features)
   equal the ones the pass sends over the pipe, feature by feature, in the same order;
 - generated kernels unrolled by a policy whose factor does not divide the trip count (and
   with dynamic trip counts) still compute the right results once lowered and run;
@@ -26,8 +26,8 @@ from support.mlir_lowering import run_kernels
 from mlbridge.bench.roundtrip_model import roundtrip_inputs
 from mlbridge.compiler.pipe import drive_compiler
 from mlbridge.llvm import find_llvm_tool
-from mlbridge.mlir.features import LOOP_FEATURE_NAMES, loop_features, parse_module
-from mlbridge.mlir.policy import unroll_by_trip_count
+from mlbridge.loop_unroll.features import LOOP_FEATURE_NAMES, loop_features, parse_module
+from mlbridge.loop_unroll.policy import unroll_by_trip_count
 
 INPUTS = REPO / "test" / "lit" / "Inputs"
 

@@ -135,14 +135,14 @@ def _fifo_reader(data: bytes):
     """A pipe reader of mlbridge's model side over ``data`` (the writer then closes)."""
     import fcntl
 
-    from mlbridge.compiler.pipe import _FifoReader
+    from mlbridge.compiler.fifo import FifoReader
 
     read_fd, write_fd = os.pipe()
     fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
     os.write(write_fd, data)
     os.close(write_fd)
     os.set_blocking(read_fd, False)
-    return _FifoReader(read_fd, Path("test.out"), 10.0)
+    return FifoReader(read_fd, Path("test.out"), 10.0)
 
 
 FRAMED_READERS = [BytesReader, _fifo_reader]

@@ -1,4 +1,4 @@
-/* Source of Inputs/features.ll (see there) and input of clang/fpass-plugin.test. */
+/* Source of Inputs/features.ll (see there); input of clang/fpass-plugin.test, docs/plugins.md. */
 int ext(int);
 /* loop-free, tiny: advice "inline" */
 int small(int x) { return x * 2 + 1; }

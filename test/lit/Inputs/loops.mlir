@@ -1,5 +1,5 @@
-// Shared input of the mlir-opt tests: an affine nest with constant bounds and
-// an scf nest whose outer bound is a function argument.
+// Shared input of the mlir-opt tests and docs/mlir.md: an affine nest with
+// constant bounds and an scf nest whose outer bound is a function argument.
 func.func @nest(%A: memref<16x8xf32>, %n: index) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index

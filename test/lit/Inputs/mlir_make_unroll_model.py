@@ -4,7 +4,7 @@
 
 Input ``trip_count`` int64 [1] (one of the pass's features: a model may read a subset),
 output ``unroll_factor`` int64 [1]. ONNX ``Mod`` (fmod=0) takes the divisor's sign, like
-Python, so an unknown trip count (-1) gets 2, as ``mlbridge.mlir.policy`` does.
+Python, so an unknown trip count (-1) gets 2, as ``mlbridge.loop_unroll.policy`` does.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 factor = 4 if trip_count % 4 == 0 else 2: the model mlir_make_unroll_model.py writes as
 ONNX. Input ``trip_count`` int64 [1] (one of the pass's features: a model may read a
 subset), output ``unroll_factor`` int64 [1]. ``floormod`` takes the divisor's sign, like
-Python, so an unknown trip count (-1) gets 2, as ``mlbridge.mlir.policy`` does.
+Python, so an unknown trip count (-1) gets 2, as ``mlbridge.loop_unroll.policy`` does.
 
 Run with mlbridge's interpreter, it runs itself again in the TensorFlow environment
 (``mlbridge.aot.tfenv``), since TensorFlow lives in a virtual environment of its own.

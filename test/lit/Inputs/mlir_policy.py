@@ -3,7 +3,7 @@
     mlir_policy.py pipe [--log FILE] [--answers N] [--serdes S] -- mlir-opt ... channel={base} ...
     mlir_policy.py grpc --tmpdir DIR [--log FILE] -- mlir-opt ... address={address} ...
 
-The policy is ``mlbridge.mlir.policy.unroll_by_trip_count`` (4 if trip_count % 4 == 0,
+The policy is ``mlbridge.loop_unroll.policy.unroll_by_trip_count`` (4 if trip_count % 4 == 0,
 else 2). ``pipe``: ``{base}`` becomes a private FIFO pair's base; with ``--answers N`` the
 model answers N observations, then closes its FIFOs (a model that dies) and waits
 (bounded) for mlir-opt to finish. ``grpc``: starts ``mlbridge serve`` on a free loopback
@@ -26,8 +26,8 @@ from typing import Any
 
 from mlbridge import MLBridgeError
 from mlbridge.compiler.pipe import FifoChannel, PipeCompilerInterface, drive_compiler
-from mlbridge.mlir.features import LOOP_FEATURE_NAMES
-from mlbridge.mlir.policy import unroll_by_trip_count
+from mlbridge.loop_unroll.features import LOOP_FEATURE_NAMES
+from mlbridge.loop_unroll.policy import unroll_by_trip_count
 
 LOG_ENV = "MLBRIDGE_LIT_MLIR_LOG"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mlbridge.mlir.features import parse_module
+from mlbridge.loop_unroll.features import parse_module
 
 __all__ = ["expected_hash", "kernel_module", "reduction_kernel"]
 

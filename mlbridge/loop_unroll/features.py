@@ -77,7 +77,8 @@ def _ir() -> Any:
         from mlir import ir
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "mlbridge.mlir needs the MLIR Python bindings: pip install 'mlbridge[mlir]'"
+            "mlbridge.loop_unroll.features needs the MLIR Python bindings: "
+            "pip install 'mlbridge[mlir]'"
         ) from e
     return ir
 

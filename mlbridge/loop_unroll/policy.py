@@ -5,14 +5,14 @@ Each policy is a plain function of an observation (feature name to numpy array, 
 same function serves the pipe runner and the gRPC runner::
 
     from mlbridge.compiler.pipe import drive_compiler
-    from mlbridge.mlir.policy import unroll_by_trip_count
+    from mlbridge.loop_unroll.policy import unroll_by_trip_count
 
     drive_compiler(["mlir-opt-22", "--load-pass-plugin=...", "--mlir-disable-threading",
                     "--pass-pipeline=builtin.module(func.func("
                     "mlbridge-loop-unroll{runner=pipe channel={base}}))", "in.mlir"],
                    unroll_by_trip_count, require_end=True)
 
-    # mlbridge serve mlbridge.mlir.policy:unroll_by_trip_count --ready-file ready.txt
+    # mlbridge serve mlbridge.loop_unroll.policy:unroll_by_trip_count --ready-file ready.txt
 
 The round-trip benchmark's model (``mlbridge-roundtrip``) is
 :class:`mlbridge.bench.roundtrip_model.RoundTripModel`.
