@@ -9,7 +9,7 @@
 #ifndef MLBRIDGE_PLUGINS_COMMON_ADVISORS_H
 #define MLBRIDGE_PLUGINS_COMMON_ADVISORS_H
 
-#include "passes/llvm/FunctionFeatures.h"
+#include "passes/function_features/FunctionFeatures.h"
 #include "plugins/common/RunnerFactory.h"
 
 #include <memory>

@@ -11,9 +11,9 @@
 // which one it is.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/mlir/AnnotateLoops.h"
-#include "passes/mlir/LoopUnroll.h"
-#include "passes/mlir/RoundTrip.h"
+#include "passes/loop_unroll/AnnotateLoops.h"
+#include "passes/loop_unroll/LoopUnroll.h"
+#include "passes/roundtrip/MLIRRoundTrip.h"
 #include "plugins/common/RunnerFactory.h"
 
 #include "mlir/Tools/Plugins/PassPlugin.h"
