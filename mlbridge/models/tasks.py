@@ -68,7 +68,7 @@ TASKS: tuple[Task, ...] = (
         "regalloc-priority",
         "register-allocation priority (ML priority advisor)",
         "llc",
-        "-mlbridge-llc-priority-model",
+        "-mlbridge-regalloc-priority-model",
         "priority",
         "docs/regalloc.md",
     ),

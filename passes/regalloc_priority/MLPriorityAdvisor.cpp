@@ -142,15 +142,15 @@ private:
     Runner.reset();
     if (Options.FallBackOnFailure)
       Ctx.diagnose(DiagnosticInfoGeneric(
-          "mlbridge-llc-priority: the model failed" + Where +
+          "mlbridge-regalloc-priority: the model failed" + Where +
               ", using LLVM's default priority for the rest of the "
               "compilation: " +
               Cause,
           DS_Warning));
     else
-      Ctx.diagnose(DiagnosticInfoGeneric("mlbridge-llc-priority: no priority" +
-                                             Where + ": " + Cause,
-                                         DS_Error));
+      Ctx.diagnose(DiagnosticInfoGeneric(
+          "mlbridge-regalloc-priority: no priority" + Where + ": " + Cause,
+          DS_Error));
   }
 
   MLPriorityAdvisorOptions Options;

@@ -7,12 +7,13 @@
 /// \file
 /// The llc plugin's feature notes (docs/plugins.md): per-function features
 /// and advice of the function-features pass, added to the output as
-/// assembler comments, and their options.
+/// assembler comments, and their options (-mlbridge-annotate*).
 ///
 //===----------------------------------------------------------------------===//
 #include "passes/function_features/CodeGenAnnotation.h"
 #include "passes/function_features/FunctionFeatures.h"
 #include "plugins/common/Advisors.h"
+#include "plugins/common/LegacyOptionNames.h"
 #include "plugins/common/RunnerCommandLine.h"
 #include "plugins/llc/Registration.h"
 
@@ -30,7 +31,7 @@ namespace {
 cl::OptionCategory &Category = mlbridge::plugins::llcPluginCategory();
 
 cl::opt<CodeGenAnnotationLevel> Annotate(
-    "mlbridge-llc-annotate",
+    "mlbridge-annotate",
     cl::desc("Feature notes added to the output as assembler comments "
              "(module inline asm; the generated code is unchanged)"),
     cl::values(clEnumValN(CodeGenAnnotationLevel::None, "none", "no notes"),
@@ -41,27 +42,38 @@ cl::opt<CodeGenAnnotationLevel> Annotate(
     cl::init(CodeGenAnnotationLevel::Functions), cl::cat(Category));
 
 cl::opt<AdvisorKind> AdvisorOpt(
-    "mlbridge-llc-advisor",
+    "mlbridge-annotate-advisor",
     cl::desc("Where the per-function advice in the notes comes from"),
     cl::values(clEnumValN(AdvisorKind::Builtin, "builtin",
                           "the built-in policy, called directly"),
                clEnumValN(AdvisorKind::Runner, "runner",
-                          "the model runner -mlbridge-llc-runner names "
+                          "the model runner -mlbridge-annotate-runner names "
                           "(default)"),
                clEnumValN(AdvisorKind::Runner, "callback-runner",
                           "the same as 'runner' (with the default "
-                          "-mlbridge-llc-runner=callback)")),
+                          "-mlbridge-annotate-runner=callback)")),
     cl::init(mlbridge::plugins::defaultAdvisorKind()), cl::cat(Category));
 
-// -mlbridge-llc-runner, -mlbridge-llc-channel, -mlbridge-llc-serdes,
-// -mlbridge-llc-timeout-ms, -mlbridge-llc-on-model-failure.
-mlbridge::plugins::RunnerCommandLine RunnerOpts("mlbridge-llc-", Category);
+// -mlbridge-annotate-runner, -channel, -address, -model, -serdes, -timeout-ms,
+// -on-model-failure.
+mlbridge::plugins::RunnerCommandLine RunnerOpts("mlbridge-annotate-", Category);
 
 cl::opt<unsigned> SmallFunctionThreshold(
-    "mlbridge-llc-small-function-threshold",
+    "mlbridge-annotate-small-function-threshold",
     cl::desc("Built-in policy: loop-free functions with at most this many "
              "instructions are advised 'inline', larger ones 'size'"),
     cl::init(20), cl::value_desc("N"), cl::cat(Category));
+
+// The names before the family was called after what it does (-mlbridge-llc-*).
+mlbridge::plugins::LegacyOptionNames LegacyNames({
+    {"mlbridge-llc-annotate", "mlbridge-annotate"},
+    {"mlbridge-llc-advisor", "mlbridge-annotate-advisor"},
+    {"mlbridge-llc-small-function-threshold",
+     "mlbridge-annotate-small-function-threshold"},
+});
+mlbridge::plugins::LegacyOptionNames LegacyRunnerNames =
+    mlbridge::plugins::LegacyOptionNames::forRunnerOptions(
+        "mlbridge-llc-", "mlbridge-annotate-");
 
 } // namespace
 

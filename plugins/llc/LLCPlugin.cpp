@@ -1,13 +1,13 @@
 //===- LLCPlugin.cpp - mlbridge plugin for llc ----------------------------===//
 //
 // Part of mlbridge. Load with
-//   llc -load-pass-plugin=<build>/lib/MLBridgeLLCPlugin.so [-mlbridge-llc-...]
+//   llc -load-pass-plugin=<build>/lib/MLBridgeLLCPlugin.so [-mlbridge-...]
 // llc 22 never calls a plugin's PassBuilder callbacks; it calls
 // PreCodeGenCallback once per module, after verifying the module and setting
 // function attributes, right before building the codegen pipeline. Returning
 // true means "the plugin wrote the output itself": llc then skips its own
 // pipeline and the callbacks of later plugins. That is how the ML register
-// allocation priority advisor (-mlbridge-llc-priority-advisor=ml) gets in:
+// allocation priority advisor (-mlbridge-regalloc-priority-advisor=ml) gets in:
 // the plugin builds the pipeline with the advisor's analysis added first
 // (docs/regalloc.md). Each pass family defines its options in its own file
 // (Registration.h).
@@ -42,10 +42,14 @@ cl::OptionCategory &llcPluginCategory() {
 namespace {
 
 cl::opt<bool> OwnPipeline(
-    "mlbridge-llc-own-pipeline",
+    "mlbridge-own-codegen-pipeline",
     cl::desc("Build and run the codegen pipeline inside the plugin instead of "
              "llc (the hook ML-guided register allocation uses)"),
     cl::init(false), cl::cat(mlbridge::plugins::llcPluginCategory()));
+
+// Its name before options lost the tool's name.
+cl::alias LegacyOwnPipeline("mlbridge-llc-own-pipeline",
+                            cl::aliasopt(OwnPipeline), cl::Hidden);
 
 bool preCodeGen(Module &M, TargetMachine &TM, CodeGenFileType FileType,
                 raw_pwrite_stream &OS) {

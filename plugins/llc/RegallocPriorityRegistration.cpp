@@ -6,11 +6,13 @@
 ///
 /// \file
 /// The llc plugin's ML register-allocation priority advisor
-/// (docs/regalloc.md) and its options. Installed only when asked for, so that
-/// without these options llc allocates as it always does.
+/// (docs/regalloc.md) and its options (-mlbridge-regalloc-priority-*).
+/// Installed only when asked for, so that without these options llc allocates
+/// as it always does.
 ///
 //===----------------------------------------------------------------------===//
 #include "passes/regalloc_priority/MLPriorityAdvisor.h"
+#include "plugins/common/LegacyOptionNames.h"
 #include "plugins/common/RunnerCommandLine.h"
 #include "plugins/llc/Registration.h"
 
@@ -27,25 +29,26 @@ cl::OptionCategory &Category = mlbridge::plugins::llcPluginCategory();
 enum class PriorityAdvisorChoice { Default, ML };
 
 cl::opt<PriorityAdvisorChoice> PriorityAdvisorOpt(
-    "mlbridge-llc-priority-advisor",
+    "mlbridge-regalloc-priority-advisor",
     cl::desc("The live-range priority advisor of the greedy register "
-             "allocator; giving -mlbridge-llc-priority-runner or "
-             "-mlbridge-llc-priority-model also selects 'ml'"),
-    cl::values(clEnumValN(PriorityAdvisorChoice::Default, "default",
-                          "LLVM's (llc builds the pipeline; default)"),
-               clEnumValN(PriorityAdvisorChoice::ML, "ml",
-                          "mlbridge's: the plugin builds the codegen pipeline "
-                          "with an advisor that asks the model runner "
-                          "-mlbridge-llc-priority-runner names for each live "
-                          "range's priority")),
+             "allocator; giving -mlbridge-regalloc-priority-runner or "
+             "-mlbridge-regalloc-priority-model also selects 'ml'"),
+    cl::values(
+        clEnumValN(PriorityAdvisorChoice::Default, "default",
+                   "LLVM's (llc builds the pipeline; default)"),
+        clEnumValN(PriorityAdvisorChoice::ML, "ml",
+                   "mlbridge's: the plugin builds the codegen pipeline "
+                   "with an advisor that asks the model runner "
+                   "-mlbridge-regalloc-priority-runner names for each live "
+                   "range's priority")),
     cl::init(PriorityAdvisorChoice::Default), cl::cat(Category));
 
-// -mlbridge-llc-priority-runner, -mlbridge-llc-priority-channel,
-// -mlbridge-llc-priority-address, -mlbridge-llc-priority-model,
-// -mlbridge-llc-priority-serdes, -mlbridge-llc-priority-timeout-ms,
-// -mlbridge-llc-priority-on-model-failure.
+// -mlbridge-regalloc-priority-runner, -mlbridge-regalloc-priority-channel,
+// -mlbridge-regalloc-priority-address, -mlbridge-regalloc-priority-model,
+// -mlbridge-regalloc-priority-serdes, -mlbridge-regalloc-priority-timeout-ms,
+// -mlbridge-regalloc-priority-on-model-failure.
 mlbridge::plugins::RunnerCommandLine PriorityRunnerOpts(
-    "mlbridge-llc-priority-", Category,
+    "mlbridge-regalloc-priority-", Category,
     {"The model runner the ML priority advisor asks for each live range's "
      "priority (features and advice in docs/regalloc.md)",
      "in-process policy answering LLVM's default priority "
@@ -55,7 +58,7 @@ mlbridge::plugins::RunnerCommandLine PriorityRunnerOpts(
     "regalloc-priority");
 
 cl::opt<PriorityAdviceType> PriorityAdviceTypeOpt(
-    "mlbridge-llc-priority-advice-type",
+    "mlbridge-regalloc-priority-advice-type",
     cl::desc("ML priority advisor: the element type of the model's advice "
              "'priority' (clamped to [0, 2^32-1], truncated toward zero)"),
     cl::values(clEnumValN(PriorityAdviceType::Double, "double",
@@ -71,6 +74,17 @@ bool mlPriorityAdvisorSelected() {
     return PriorityAdvisorOpt == PriorityAdvisorChoice::ML;
   return PriorityRunnerOpts.runnerGiven() || PriorityRunnerOpts.modelGiven();
 }
+
+// The names before the family was called after its task
+// (-mlbridge-llc-priority-*).
+mlbridge::plugins::LegacyOptionNames LegacyNames({
+    {"mlbridge-llc-priority-advisor", "mlbridge-regalloc-priority-advisor"},
+    {"mlbridge-llc-priority-advice-type",
+     "mlbridge-regalloc-priority-advice-type"},
+});
+mlbridge::plugins::LegacyOptionNames LegacyRunnerNames =
+    mlbridge::plugins::LegacyOptionNames::forRunnerOptions(
+        "mlbridge-llc-priority-", "mlbridge-regalloc-priority-");
 
 } // namespace
 
