@@ -2,7 +2,7 @@
 """MLIR round-trip benchmark: the paper's MLIR experiment through mlir-opt-22 (a measurement).
 
 ``mlir-opt-22`` runs the plugin's ``mlbridge-roundtrip{length=L queries=Q runner=...}`` pass
-(``passes/mlir/RoundTrip.cpp``): each query sends a float vector of length L to the model,
+(``passes/roundtrip/MLIRRoundTrip.cpp``): each query sends a float vector of length L to the model,
 which applies one fully-connected layer (``w . x + b``, ``mlbridge.bench.roundtrip_model``) and
 returns one float. The pass records every answer in the output module; this script checks
 each one against numpy. Runners: ``pipe-bitstream`` and ``pipe-json`` (a Python model over

@@ -1,6 +1,6 @@
 """The round-trip experiment from inside the compilers: ``opt-22`` and ``mlir-opt-22``.
 
-Both run the plugins' ``mlbridge-roundtrip`` pass (``passes/common/RoundTrip.h``): per run,
+Both run the plugins' ``mlbridge-roundtrip`` pass (``passes/roundtrip/RoundTrip.h``): per run,
 Q queries of L floats each to one runner; the pass checks every answer (opt) or records them
 for ``bench/mlir_roundtrip.py`` to check (mlir-opt). The opt pass times each query itself
 (``-mlbridge-roundtrip-report``); a size's time is the median of its queries after the
@@ -197,7 +197,7 @@ def _mlir_once(
     if found is None:
         raise RuntimeError(
             f"mlir-opt host, {runner}, L={length}: no mlbridge.roundtrip_seconds in the output "
-            f"(is {plugin} older than passes/mlir/RoundTrip.cpp? rebuild it)"
+            f"(is {plugin} older than passes/roundtrip/MLIRRoundTrip.cpp? rebuild it)"
         )
     return {"seconds": [float(v) for v in found.group(1).split(",")], "checked": len(answers)}
 

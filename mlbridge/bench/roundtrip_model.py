@@ -1,7 +1,7 @@
 """The round-trip benchmark's model: one fully-connected layer, ``w . x + b``.
 
-The ``mlbridge-roundtrip`` passes (``passes/llvm/RoundTrip.cpp`` in opt-22,
-``passes/mlir/RoundTrip.cpp`` in mlir-opt-22) and the benchmark programs send a float
+The ``mlbridge-roundtrip`` passes (``passes/roundtrip/LLVMRoundTrip.cpp`` in opt-22,
+``passes/roundtrip/MLIRRoundTrip.cpp`` in mlir-opt-22) and the benchmark programs send a float
 vector of length L and expect this layer's output back; the same functions compute the
 inputs the passes send, so that every answer can be checked (docs/bench.md). A plain
 function of an observation, it serves the pipe and the gRPC runners alike::

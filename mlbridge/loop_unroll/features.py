@@ -1,6 +1,6 @@
 """The loop features of ``mlbridge-loop-unroll``, computed in Python with the MLIR bindings.
 
-The pass (``passes/mlir/LoopFeatures.cpp``) sends one ``int64 [1]`` tensor per feature for
+The pass (``passes/loop_unroll/LoopFeatures.cpp``) sends one ``int64 [1]`` tensor per feature for
 every ``affine.for`` and ``scf.for``, innermost first (post-order), per function, all
 computed on the input IR. :func:`loop_features` computes the same values from the same
 text, in the same order, so that a model can be trained offline on MLIR files

@@ -5,7 +5,7 @@ model's advice tells its task: ``inlining_decision`` is the ML inline advisor's,
 ``action`` the phase-ordering pass's, ``priority`` the register-allocation priority
 advisor's, ``unroll_factor`` the MLIR loop-unroll pass's. The registry records the task in
 ``model.json``; the plugins refuse a model of another task in one line that names the
-option taking it (plugins/common/RunnerFactory.cpp keeps the same table), and the demo,
+option taking it (runtime/core/RunnerFactory.cpp keeps the same table), and the demo,
 the benchmarks and ``mlbridge doctor`` select models by task.
 
 This module is metadata only: it imports no pass or problem package.
@@ -68,7 +68,7 @@ TASKS: tuple[Task, ...] = (
         "regalloc-priority",
         "register-allocation priority (ML priority advisor)",
         "llc",
-        "-mlbridge-llc-priority-model",
+        "-mlbridge-regalloc-priority-model",
         "priority",
         "docs/regalloc.md",
     ),

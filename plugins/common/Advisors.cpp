@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "plugins/common/Advisors.h"
 
-#include "passes/llvm/ModelRunnerAdvisor.h"
+#include "passes/function_features/ModelRunnerAdvisor.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

@@ -10,7 +10,7 @@
 #define MLBRIDGE_PLUGINS_COMMON_ADVISORS_H
 
 #include "mlbridge/RunnerFactory.h"
-#include "passes/llvm/FunctionFeatures.h"
+#include "passes/function_features/FunctionFeatures.h"
 
 #include <memory>
 

@@ -12,9 +12,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mlbridge/RunnerFactory.h"
-#include "passes/mlir/AnnotateLoops.h"
-#include "passes/mlir/LoopUnroll.h"
-#include "passes/mlir/RoundTrip.h"
+#include "passes/loop_unroll/AnnotateLoops.h"
+#include "passes/loop_unroll/LoopUnroll.h"
+#include "passes/roundtrip/MLIRRoundTrip.h"
 
 #include "mlir/Tools/Plugins/PassPlugin.h"
 

@@ -53,7 +53,7 @@ std::string taskModelOption(StringRef Task) {
   } TaskOptions[] = {
       {"inliner", "-mlbridge-inline-model", "opt"},
       {"phase-order", "-mlbridge-phase-order-model", "opt"},
-      {"regalloc-priority", "-mlbridge-llc-priority-model", "llc"},
+      {"regalloc-priority", "-mlbridge-regalloc-priority-model", "llc"},
       {"mlir-loop-unroll", "mlbridge-loop-unroll{model=...}", "mlir-opt"},
   };
   for (const auto &T : TaskOptions)

@@ -109,7 +109,7 @@ def test_llc_priority_advisor_over_the_pipe_speaks_only_llvms_protocol(tmp_path:
     )  # fmt: skip
     records = run_against_llvm_host(
         ["llc-22", f"-load-pass-plugin={built_plugin('llc')}", "-O2",
-         "-mlbridge-llc-priority-runner=pipe", "-mlbridge-llc-priority-channel={base}",
+         "-mlbridge-regalloc-priority-runner=pipe", "-mlbridge-regalloc-priority-channel={base}",
          str(ll), "-o", str(tmp_path / "out.s")],
         advice=1,
     )  # fmt: skip

@@ -48,7 +48,7 @@ def test_the_doc_has_both_priority_advisors():
     flags = [row[0] for row in priority_rows()]
     assert len(flags) == 2
     assert any("-regalloc-enable-priority-advisor=release" in f for f in flags)
-    assert any("-mlbridge-llc-priority-runner=pipe" in f for f in flags)
+    assert any("-mlbridge-regalloc-priority-runner=pipe" in f for f in flags)
 
 
 @pytest.fixture(scope="module")

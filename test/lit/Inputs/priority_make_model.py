@@ -7,7 +7,7 @@ default priority; a model may read a subset of the features) and answers ``prior
 (docs/regalloc.md):
 
 - ``identity``: float64, ``priority = default_priority`` (stock llc's allocation);
-- ``identity-int64``: int64, the same (for ``-mlbridge-llc-priority-advice-type=int64``);
+- ``identity-int64``: int64, the same (for ``-mlbridge-regalloc-priority-advice-type=int64``);
 - ``reverse``: float64, ``priority = 2^32 - 1 - default_priority`` (the default order
   reversed);
 - ``nan``: float64, ``priority = NaN`` (a model failure).
