@@ -23,6 +23,33 @@ using namespace mlbridge::capi;
 
 extern "C" {
 
+/// The feature and advice specs of C, checked (every constructor and
+/// mlbridge_runner_change_specs take them the same way).
+static mlbridge_status takeSpecs(const mlbridge_tensor_spec *Features,
+                                 size_t NumFeatures,
+                                 const mlbridge_tensor_spec *Advice,
+                                 std::vector<TensorSpec> &FeatureSpecs,
+                                 std::optional<TensorSpec> &AdviceSpec) {
+  Expected<std::vector<TensorSpec>> Specs = toSpecs(Features, NumFeatures);
+  if (!Specs)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Specs.takeError());
+  Expected<TensorSpec> A = toSpec(Advice);
+  if (!A)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, A.takeError());
+  FeatureSpecs = std::move(*Specs);
+  AdviceSpec = std::move(*A);
+  return MLBRIDGE_OK;
+}
+
+/// Refuses a timeout that is not positive, naming \p Fn.
+static mlbridge_status checkTimeout(const char *Fn, int64_t TimeoutMs) {
+  if (TimeoutMs <= 0)
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
+                Twine(Fn) + ": the timeout must be positive, got " +
+                    Twine(TimeoutMs) + " ms");
+  return MLBRIDGE_OK;
+}
+
 mlbridge_status mlbridge_runner_create_callback(
     const mlbridge_tensor_spec *Features, size_t NumFeatures,
     const mlbridge_tensor_spec *Advice, mlbridge_callback Callback,
@@ -31,12 +58,11 @@ mlbridge_status mlbridge_runner_create_callback(
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
                 "mlbridge_runner_create_callback: null argument");
   *Out = nullptr;
-  Expected<std::vector<TensorSpec>> Specs = toSpecs(Features, NumFeatures);
-  if (!Specs)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Specs.takeError());
-  Expected<TensorSpec> AdviceSpec = toSpec(Advice);
-  if (!AdviceSpec)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, AdviceSpec.takeError());
+  std::vector<TensorSpec> Specs;
+  std::optional<TensorSpec> AdviceSpec;
+  if (mlbridge_status S =
+          takeSpecs(Features, NumFeatures, Advice, Specs, AdviceSpec))
+    return S;
   auto Policy = [Callback,
                  UserData](ArrayRef<TensorRef> Refs) -> Expected<TensorValue> {
     std::vector<std::string> Names;
@@ -59,7 +85,7 @@ mlbridge_status mlbridge_runner_create_callback(
     return std::move(*Reply.Value);
   };
   Expected<std::unique_ptr<CallbackModelRunner>> R =
-      CallbackModelRunner::create(std::move(*Specs), std::move(*AdviceSpec),
+      CallbackModelRunner::create(std::move(Specs), std::move(*AdviceSpec),
                                   std::move(Policy));
   if (!R)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, R.takeError());
@@ -108,16 +134,13 @@ createPipe(const char *Fn, const mlbridge_tensor_spec *Features,
   if (!Out || !Advice || !Base || !SerDes || (NumFeatures && !Features))
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": null argument");
   *Out = nullptr;
-  if (TimeoutMs <= 0)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
-                Twine(Fn) + ": the timeout must be positive, got " +
-                    Twine(TimeoutMs) + " ms");
-  Expected<std::vector<TensorSpec>> Specs = toSpecs(Features, NumFeatures);
-  if (!Specs)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Specs.takeError());
-  Expected<TensorSpec> AdviceSpec = toSpec(Advice);
-  if (!AdviceSpec)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, AdviceSpec.takeError());
+  if (mlbridge_status S = checkTimeout(Fn, TimeoutMs))
+    return S;
+  std::vector<TensorSpec> Specs;
+  std::optional<TensorSpec> AdviceSpec;
+  if (mlbridge_status S =
+          takeSpecs(Features, NumFeatures, Advice, Specs, AdviceSpec))
+    return S;
   Expected<SerDesKind> Kind = parseSerDesKind(SerDes);
   if (!Kind)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Kind.takeError());
@@ -136,7 +159,7 @@ createPipe(const char *Fn, const mlbridge_tensor_spec *Features,
   C.SerDes = *Kind;
   C.SerDesGiven = true;
   C.Timeout = std::chrono::milliseconds(TimeoutMs);
-  return createRunner(C, std::move(*Specs), std::move(*AdviceSpec),
+  return createRunner(C, std::move(Specs), std::move(*AdviceSpec),
                       MLBRIDGE_ERROR_INVALID_ARGUMENT, Out);
 }
 
@@ -245,14 +268,13 @@ mlbridge_status mlbridge_runner_change_specs(
     return S;
   if (!Advice || (NumFeatures && !Features))
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": null argument");
-  Expected<std::vector<TensorSpec>> Specs = toSpecs(Features, NumFeatures);
-  if (!Specs)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Specs.takeError());
-  Expected<TensorSpec> AdviceSpec = toSpec(Advice);
-  if (!AdviceSpec)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, AdviceSpec.takeError());
+  std::vector<TensorSpec> Specs;
+  std::optional<TensorSpec> AdviceSpec;
+  if (mlbridge_status S =
+          takeSpecs(Features, NumFeatures, Advice, Specs, AdviceSpec))
+    return S;
   MLModelRunner &R = *Runner->Runner;
-  if (Error E = R.changeSpecs(std::move(*Specs), std::move(*AdviceSpec)))
+  if (Error E = R.changeSpecs(std::move(Specs), std::move(*AdviceSpec)))
     return fail(R.usable() ? MLBRIDGE_ERROR_INVALID_ARGUMENT
                            : MLBRIDGE_ERROR_MODEL,
                 std::move(E));
@@ -267,24 +289,21 @@ mlbridge_status mlbridge_runner_create_grpc(
   if (!Out || !Advice || !Address || (NumFeatures && !Features))
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": null argument");
   *Out = nullptr;
-  if (TimeoutMs <= 0)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
-                Twine(Fn) + ": the timeout must be positive, got " +
-                    Twine(TimeoutMs) + " ms");
+  if (mlbridge_status S = checkTimeout(Fn, TimeoutMs))
+    return S;
   if (!*Address)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Twine(Fn) + ": empty address");
-  Expected<std::vector<TensorSpec>> Specs = toSpecs(Features, NumFeatures);
-  if (!Specs)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Specs.takeError());
-  Expected<TensorSpec> AdviceSpec = toSpec(Advice);
-  if (!AdviceSpec)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, AdviceSpec.takeError());
+  std::vector<TensorSpec> Specs;
+  std::optional<TensorSpec> AdviceSpec;
+  if (mlbridge_status S =
+          takeSpecs(Features, NumFeatures, Advice, Specs, AdviceSpec))
+    return S;
   RunnerConfig C;
   C.Kind = RunnerKind::Grpc;
   C.KindGiven = true;
   C.Address = Address;
   C.Timeout = std::chrono::milliseconds(TimeoutMs);
-  return createRunner(C, std::move(*Specs), std::move(*AdviceSpec),
+  return createRunner(C, std::move(Specs), std::move(*AdviceSpec),
                       MLBRIDGE_ERROR_MODEL, Out);
 }
 
@@ -300,15 +319,7 @@ inProcessSpecs(const char *Fn, const mlbridge_tensor_spec *Features,
   if (!*Path)
     return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
                 Twine(Fn) + ": empty model path");
-  Expected<std::vector<TensorSpec>> Specs = toSpecs(Features, NumFeatures);
-  if (!Specs)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, Specs.takeError());
-  Expected<TensorSpec> A = toSpec(Advice);
-  if (!A)
-    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT, A.takeError());
-  FeatureSpecs = std::move(*Specs);
-  AdviceSpec = std::move(*A);
-  return MLBRIDGE_OK;
+  return takeSpecs(Features, NumFeatures, Advice, FeatureSpecs, AdviceSpec);
 }
 
 /// The in-process runner \p Kind over the model file \p Path. The specs were

@@ -50,10 +50,6 @@ namespace {
 /// machine runs them many times slower. A hang detector, never a speed claim.
 constexpr auto HangBound = std::chrono::seconds(60);
 
-#define EXPECT_CONTAINS(Haystack, Needle)                                      \
-  EXPECT_NE(std::string(Haystack).find(Needle), std::string::npos)             \
-      << "'" << (Haystack) << "' lacks '" << (Needle) << "'"
-
 std::vector<TensorSpec> features() {
   return {createSpec<int64_t>("x", {1}), createSpec<float>("v", {-1}),
           createSpec<std::string>("name", {1})};

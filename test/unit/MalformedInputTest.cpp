@@ -29,10 +29,6 @@ std::string decodeError(SerDesKind Kind, StringRef Bytes,
   return errorText(decodeBytes(Kind, Bytes, Limits));
 }
 
-#define EXPECT_CONTAINS(Haystack, Needle)                                      \
-  EXPECT_NE(std::string(Haystack).find(Needle), std::string::npos)             \
-      << "'" << (Haystack) << "' lacks '" << (Needle) << "'"
-
 const char *const Int64Header =
     "{\"features\":[{\"name\":\"x\",\"type\":\"int64_t\",\"port\":0,"
     "\"shape\":[4]}]}\n";

@@ -42,10 +42,6 @@ using llvm::StringRef;
 
 namespace {
 
-#define EXPECT_CONTAINS(Haystack, Needle)                                      \
-  EXPECT_NE(std::string(Haystack).find(Needle), std::string::npos)             \
-      << "'" << (Haystack) << "' lacks '" << (Needle) << "'"
-
 constexpr auto Bound = 20s; // never reached when green
 
 /// A private folder (0700) for one test's FIFOs; the test checks it is empty

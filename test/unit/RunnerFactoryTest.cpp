@@ -20,10 +20,6 @@ using llvm::StringRef;
 
 namespace {
 
-#define EXPECT_CONTAINS(Haystack, Needle)                                      \
-  EXPECT_NE(std::string(Haystack).find(Needle), std::string::npos)             \
-      << "'" << (Haystack) << "' lacks '" << (Needle) << "'"
-
 std::vector<TensorSpec> features() {
   return {createSpec<int64_t>("callee_basic_block_count", {1})};
 }

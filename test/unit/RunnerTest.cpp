@@ -16,10 +16,6 @@ using llvm::StringRef;
 
 namespace {
 
-#define EXPECT_CONTAINS(Haystack, Needle)                                      \
-  EXPECT_NE(std::string(Haystack).find(Needle), std::string::npos)             \
-      << "'" << (Haystack) << "' lacks '" << (Needle) << "'"
-
 std::vector<TensorSpec> inlinerLikeSpecs() {
   return {createSpec<int64_t>("callee_basic_block_count", {1}),
           createSpec<float>("weights", {3}), createSpec<int32_t>("dyn", {-1}),

@@ -17,6 +17,12 @@
 
 namespace mlbridge::test {
 
+/// Checks that the string \p Haystack contains \p Needle, and says which
+/// it lacks.
+#define EXPECT_CONTAINS(Haystack, Needle)                                      \
+  EXPECT_NE(std::string(Haystack).find(Needle), std::string::npos)             \
+      << "'" << (Haystack) << "' lacks '" << (Needle) << "'"
+
 /// Fails the test with the error's message if \p E is an error.
 #define MLB_ASSERT_OK(E)                                                       \
   do {                                                                         \

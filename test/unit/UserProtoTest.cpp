@@ -15,10 +15,6 @@ using namespace mlbridge::test;
 
 namespace {
 
-#define EXPECT_CONTAINS(Haystack, Needle)                                      \
-  EXPECT_NE(std::string(Haystack).find(Needle), std::string::npos)             \
-      << "'" << (Haystack) << "' lacks '" << (Needle) << "'"
-
 TEST(UserProtoTest, FillsFieldsByNameAndType) {
   UserProtoSerDes S(*unittest::InlinerFeatures::descriptor());
   TensorValue Count =
