@@ -2,32 +2,32 @@
 
 from __future__ import annotations
 
-import ctypes
-import os
+import shutil
 import signal
-from collections.abc import Callable
 
 __all__ = ["die_with_parent"]
 
-_PR_SET_PDEATHSIG = 1
 
+def die_with_parent(argv: list[str], sig: int = signal.SIGKILL) -> list[str]:
+    """``argv`` run so that the child gets ``sig`` when the thread that started it dies.
 
-def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None]:
-    """A ``preexec_fn`` for :class:`subprocess.Popen`: the child gets ``sig`` when we die.
-
-    Linux's parent-death signal (``prctl(PR_SET_PDEATHSIG)``): a compiler started by a
-    trainer that is killed (even by SIGKILL) is killed too, instead of spinning on a
-    closed pipe (stock LLVM's interactive mode busy-loops there). The signal follows the
+    Linux's parent-death signal (``prctl(PR_SET_PDEATHSIG)``), set by util-linux's
+    ``setpriv --pdeathsig`` just before it executes ``argv`` (the setting survives
+    ``execve``): a compiler started by a trainer that is killed (even by SIGKILL) is
+    killed too, instead of spinning on a closed pipe (stock LLVM's interactive mode
+    busy-loops there). Unlike a ``preexec_fn``, this runs no Python between ``fork`` and
+    ``exec``, which is unsafe in a process with threads (gRPC's fork handlers abort
+    such a child), and lets :mod:`subprocess` use ``vfork``. The signal follows the
     *thread* that started the child: start compilers from a thread that lives as long
     as they should.
+
+    Raises:
+        FileNotFoundError: If ``setpriv`` (util-linux) is not installed.
     """
-    parent = os.getpid()
-
-    def preexec() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
-            os._exit(127)  # in the child, before exec: nothing else can report it
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(127)
-
-    return preexec
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise FileNotFoundError(
+            "setpriv is not installed: the compilers of a gym environment need it to die "
+            "with the trainer (apt install util-linux)"
+        )
+    return [setpriv, f"--pdeathsig={signal.Signals(sig).name.removeprefix('SIG')}", "--", *argv]

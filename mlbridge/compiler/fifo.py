@@ -593,12 +593,21 @@ class FifoReader:
         )
 
     def _read_large(self, n: int) -> bytes:
-        """``read_exact`` of a large tensor, without staging it in the line buffer.
+        """``read_exact`` of a large record or tensor, without staging it in the line buffer.
 
-        The FIFO is read straight into the result (a ``bytearray``): one copy in all.
+        The FIFO is read straight into the result (a ``bytearray``), which grows as the
+        bytes arrive, doubling from one chunk: a message that only claims a large size
+        costs about what it sent, never what it claimed.
         """
-        out = bytearray(n)
-        self.read_into(memoryview(out))
+        start = self._offset
+        out = bytearray()
+        while len(out) < n:
+            have = len(out)
+            out.extend(bytes(min(n - have, max(_READ_CHUNK, have))))
+            try:
+                self.read_into(memoryview(out)[have:])
+            except TruncatedInputError:
+                raise self._truncated_read(n, start) from None
         return out  # type: ignore[return-value]  # bytes-like, and no third copy
 
     def read_line(self, max_len: int) -> bytes:

@@ -164,11 +164,10 @@ class CompilerSession:
         with open(workdir / "stdout.txt", "wb") as out, open(self.stderr_path, "wb") as err:
             # The compiler dies with the trainer (stock opt spins on a closed pipe).
             self.proc = subprocess.Popen(
-                argv,
+                die_with_parent(argv),
                 stdout=out,
                 stderr=err,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=die_with_parent(),  # noqa: PLW1509 (no threads run in between)
             )
         self.ci = PipeCompilerInterface(
             channel.base,

@@ -224,3 +224,35 @@ def test_fifo_reader_grows_after_values_were_read_straight_into_arrays():
     assert reader.read_framed(100, lambda line, offset: [memoryview(out)]) is True
     assert reader.read_line(1 << 20) == b"L" * 300_000
     assert reader.read_exact(3) == b"end"
+
+
+def test_fifo_reader_allocates_what_arrives_not_what_a_record_claims():
+    # A 5-byte protobuf length prefix claiming 200 MiB and one byte of body: the model
+    # side reports the truncation having allocated about what arrived.
+    import tracemalloc
+
+    claimed = 200 << 20
+    prefix = bytearray()
+    value = claimed
+    while value >= 0x80:
+        prefix.append(value & 0x7F | 0x80)
+        value >>= 7
+    prefix.append(value)
+    reader = _fifo_reader(bytes(prefix) + b"\x0a")
+    tracemalloc.start()
+    try:
+        with pytest.raises(TruncatedInputError, match=f"needed {claimed} bytes"):
+            get_serdes("protobuf").decode(reader)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, f"{peak} bytes allocated for a 6-byte record"
+
+
+def test_fifo_reader_reads_a_record_larger_than_its_first_allocation():
+    # The same path with every byte there: a record of 900 KiB (many first
+    # allocations, within the test pipe's 1 MiB) comes out whole, in order.
+    body = bytes(range(256)) * 3600
+    reader = _fifo_reader(body + b"end")
+    assert reader.read_exact(len(body)) == body
+    assert reader.read_exact(3) == b"end" and reader.at_end()
