@@ -9,7 +9,8 @@
 #     [PYTHON python]          # a Python with mlbridge installed
 #                              # (default: MLBRIDGE_AOT_PYTHON, else Python3)
 #     [OUTPUT_DIR dir]         # default ${CMAKE_CURRENT_BINARY_DIR}/<name>.native
-#     [DEPENDS files...])      # what the ONNX file is made from, if built
+#     [DEPENDS files...])      # if the ONNX file is made at build time: the
+#                              # file itself (its rule's OUTPUT) or its target
 #
 # It runs `mlbridge compile --static` when the ONNX file changes, and
 # `mlbridge compile` once more for the shared object. TARGET is an INTERFACE
@@ -71,14 +72,16 @@ function(mlbridge_add_native_model)
     set(_compile ${CMAKE_COMMAND} -E env
                  "MLBRIDGE_LLVM_TOOLS_DIR=${MLBRIDGE_LLVM_TOOLS_DIR}" ${_compile})
   endif()
-  # An ONNX file made at build time does not exist yet: depend on what makes
-  # it (the file itself is a dependency either way, as an OUTPUT of another
-  # rule or a source).
+  # An ONNX file made at build time has no file yet: depend on what makes it.
+  set(_depends ${ARG_DEPENDS})
+  if(EXISTS "${_model}")
+    list(APPEND _depends "${_model}")
+  endif()
   add_custom_command(
     OUTPUT ${_outputs}
     COMMAND ${_compile} --static -o "${_archive}"
     COMMAND ${_compile} -o "${_shared}"
-    DEPENDS "${_model}" ${ARG_DEPENDS}
+    DEPENDS ${_depends}
     COMMENT "mlbridge compile: compiling the ONNX model ${ARG_NAME} to native code"
     VERBATIM)
   add_custom_target(${ARG_TARGET}_native_build DEPENDS ${_outputs})
