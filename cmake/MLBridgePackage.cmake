@@ -91,12 +91,14 @@ if(MLBRIDGE_ENABLE_ONNX)
   set(MLBRIDGE_PACKAGE_ONNXRUNTIME_INCLUDE_DIR "${MLBRIDGE_ONNXRUNTIME_INCLUDE_DIR}")
 endif()
 
-# -- TF AOT: mlbridge_add_tf_aot_model() for installed users; it runs
-# `python -m mlbridge aot` with the Python this build used, unless the
-# project sets MLBRIDGE_AOT_PYTHON.
+# -- TF AOT: mlbridge_add_tf_aot_model() and mlbridge_add_native_model() (the
+# TF AOT runner runs native models too) for installed users; they run
+# `python -m mlbridge aot` / `python -m mlbridge compile` with the Python this
+# build used, unless the project sets MLBRIDGE_AOT_PYTHON.
 set(MLBRIDGE_PACKAGE_AOT_PYTHON "")
 if(MLBRIDGE_ENABLE_TF_AOT)
   install(FILES ${CMAKE_CURRENT_LIST_DIR}/MLBridgeTFAOT.cmake
+    ${CMAKE_CURRENT_LIST_DIR}/MLBridgeNative.cmake
     DESTINATION ${MLBRIDGE_INSTALL_CMAKEDIR}
     COMPONENT mlbridge_dev)
   if(EXISTS "${PROJECT_SOURCE_DIR}/.venv/bin/python")

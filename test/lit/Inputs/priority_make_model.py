@@ -1,6 +1,6 @@
 """Writes an ONNX register-allocation priority model for the llc plugin's lit tests.
 
-    priority_make_model.py OUT.onnx {identity,identity-int64,reverse,nan}
+    priority_make_model.py OUT.onnx {identity,identity-int64,reverse,nan,dense}
 
 The model reads one of the advisor's features, ``default_priority`` (int64 [1], LLVM's
 default priority; a model may read a subset of the features) and answers ``priority``
@@ -10,7 +10,12 @@ default priority; a model may read a subset of the features) and answers ``prior
 - ``identity-int64``: int64, the same (for ``-mlbridge-regalloc-priority-advice-type=int64``);
 - ``reverse``: float64, ``priority = 2^32 - 1 - default_priority`` (the default order
   reversed);
-- ``nan``: float64, ``priority = NaN`` (a model failure).
+- ``nan``: float64, ``priority = NaN`` (a model failure);
+- ``dense``: float32 (``-mlbridge-regalloc-priority-advice-type=float``), a dense layer
+  made by :mod:`mlbridge.export.numpy_dense` over ``default_priority`` and
+  ``in_one_block``: ``priority = default_priority + 2^24 * in_one_block`` in float32, so
+  ranges within one block go first. Both products are exact and only the one sum rounds,
+  so every kernel (ONNX Runtime's, native code's) answers the same bits.
 """
 
 from __future__ import annotations
@@ -22,8 +27,22 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
+def build_dense(out: str) -> None:
+    """Write the ``dense`` model (see the module docstring) to ``out``."""
+    from mlbridge.export.numpy_dense import Dense, export_numpy_dense
+    from mlbridge.tensor_spec import ElementType, TensorSpec
+
+    specs = [
+        TensorSpec("default_priority", ElementType.INT64, (1,)),
+        TensorSpec("in_one_block", ElementType.INT64, (1,)),
+    ]
+    layers = [Dense(np.array([[1.0], [2.0**24]], dtype=np.float32))]
+    output = TensorSpec("priority", ElementType.FLOAT, (1,))
+    export_numpy_dense(specs, layers, out, output=output)
+
+
 def build(kind: str) -> onnx.ModelProto:
-    """The model ``kind`` names (see the module docstring)."""
+    """The model ``kind`` names (see the module docstring), but ``dense``."""
     initializers = []
     if kind == "identity":
         nodes = [
@@ -63,9 +82,12 @@ def build(kind: str) -> onnx.ModelProto:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
-    parser.add_argument("kind", choices=["identity", "identity-int64", "reverse", "nan"])
+    parser.add_argument("kind", choices=["identity", "identity-int64", "reverse", "nan", "dense"])
     args = parser.parse_args()
-    onnx.save(build(args.kind), args.out)
+    if args.kind == "dense":
+        build_dense(args.out)
+    else:
+        onnx.save(build(args.kind), args.out)
     print(f"wrote {args.out}: {args.kind} priority model")
 
 
