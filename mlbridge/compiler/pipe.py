@@ -45,6 +45,7 @@ import numpy as np
 
 from mlbridge._closing import Closing
 from mlbridge._files import write_atomically
+from mlbridge.compiler.advice_constraints import with_stock_constraints
 from mlbridge.compiler.fifo import (
     GYM_PREFIX,
     FifoChannel,
@@ -395,6 +396,12 @@ class PipeCompilerInterface(Closing):
         return taken
 
     def _set_header(self, header: Header) -> None:
+        if header.advice is not None:
+            # A stock advisor's header does not say what its advice may be; answers
+            # outside it crash the compiler or corrupt its output.
+            advice = with_stock_constraints(header.advice, (f.name for f in header.features))
+            if advice is not header.advice:
+                header = Header(header.features, advice, header.score)
         self.header = header
         spec = header.advice
         # respond()'s shortcut: with raw replies, a one-element numeric advice given as
@@ -406,6 +413,7 @@ class PipeCompilerInterface(Closing):
             and spec.type.itemsize
             and not spec.is_dynamic
             and spec.element_count == 1
+            and not spec.has_constraints
         ):
             self._raw_scalar_type = spec.type.numpy_dtype.type
 
@@ -457,6 +465,9 @@ class PipeCompilerInterface(Closing):
         Raises:
             PipeError: If there is no observation to answer, or the advice does not fit.
             InvalidTensorError: If the values cannot be converted exactly.
+            AdviceConstraintError: If the advice violates its spec's constraints (range,
+                mask feature: see :mod:`mlbridge.compiler.advice_constraints`); nothing is
+                sent.
             PipeClosedError: If the compiler has closed ``<base>.in``.
             PipeTimeoutError: If the compiler does not read it within ``timeout``.
         """
@@ -469,6 +480,8 @@ class PipeCompilerInterface(Closing):
             data = advice.tobytes()  # type: ignore[attr-defined]
         else:
             tensor = self._advice_tensor(advice)
+            assert self.header is not None and self.header.advice is not None
+            self.header.advice.check_value(tensor.array, obs)
             if self._raw_replies:
                 data = encode_values(tensor)
             else:
