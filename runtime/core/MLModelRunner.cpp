@@ -47,8 +47,7 @@ struct Number {
 } // namespace
 
 /// Element \p Index of \p Bytes, whose element type is the numeric \p Type.
-static Number readNumber(ElementType Type, ArrayRef<char> Bytes,
-                         size_t Index) {
+static Number readNumber(ElementType Type, ArrayRef<char> Bytes, size_t Index) {
   auto Read = [&](auto Zero) {
     decltype(Zero) V;
     std::memcpy(&V, Bytes.data() + Index * sizeof(V), sizeof(V));

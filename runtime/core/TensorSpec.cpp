@@ -298,7 +298,8 @@ Expected<TensorSpec> TensorSpec::fromJSON(const json::Value &Value) {
   if (const json::Value *M = O->get("mask")) {
     std::optional<StringRef> S = M->getAsString();
     if (!S || S->empty())
-      return Fail("'" + *Name + "' has a 'mask' that is not a non-empty string");
+      return Fail("'" + *Name +
+                  "' has a 'mask' that is not a non-empty string");
     Mask = *S;
   }
   if (!Range && Mask.empty())
