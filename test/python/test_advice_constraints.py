@@ -131,13 +131,11 @@ def test_stock_llc_accepts_eviction_indices_its_mask_allows(
     seen: list[TensorSpec] = []
 
     def evict_first(obs) -> int:
-        seen.append(obs.header.advice)
+        seen.append(obs.advice)
         mask = obs["mask"].reshape(-1)
         allowed = np.flatnonzero(mask[:-1])
         return int(allowed[0]) if allowed.size else mask.size - 1
 
-    result = drive_compiler(
-        _llc_evict(pressure_ll, tmp_path / "out.s"), evict_first, timeout=BOUND
-    )
+    result = drive_compiler(_llc_evict(pressure_ll, tmp_path / "out.s"), evict_first, timeout=BOUND)
     assert result.returncode == 0 and result.answered > 0
     assert seen[0].valid_range == (0, 33) and seen[0].mask_feature == "mask"

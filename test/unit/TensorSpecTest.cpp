@@ -118,6 +118,13 @@ TEST(TensorSpecTest, ParseRejectsBadConstraints) {
   EXPECT_NE(Parse("\"range\":\"0,1\"").find("'range'"), std::string::npos);
   EXPECT_NE(Parse("\"range\":[3,3]").find("empty range [3, 3)"),
             std::string::npos);
+  EXPECT_NE(Parse("\"range\":[0,true]").find("two 64-bit integers"),
+            std::string::npos);
+  EXPECT_NE(Parse("\"range\":[0,9223372036854775808]").find("two 64-bit"),
+            std::string::npos);
+  EXPECT_NE(Parse("\"range\":null").find("'range'"), std::string::npos);
+  // As in Python: an integral float is an integer (LLVM's JSON reader).
+  EXPECT_EQ(Parse("\"range\":[0.0,33]"), "<success>");
   EXPECT_NE(Parse("\"mask\":\"\"").find("'mask'"), std::string::npos);
   EXPECT_NE(Parse("\"mask\":1").find("'mask'"), std::string::npos);
   EXPECT_NE(errorText(TensorSpec::parseJSON(
