@@ -9,6 +9,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 using namespace llvm;
