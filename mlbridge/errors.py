@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "AdviceConstraintError",
     "CLIError",
     "GrpcError",
     "GrpcTimeoutError",
@@ -47,6 +48,10 @@ class CLIError(MLBridgeError):
 
 class SpecError(MLBridgeError, ValueError):
     """A tensor spec is invalid (empty name, unknown type, bad dimension, ...)."""
+
+
+class AdviceConstraintError(MLBridgeError, ValueError):
+    """An advice value violates its spec's constraints (range or mask feature)."""
 
 
 class InvalidTensorError(MLBridgeError, ValueError):

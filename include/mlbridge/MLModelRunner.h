@@ -170,7 +170,7 @@ public:
   virtual llvm::Error finish();
 
   /// Runs the model and returns its advice, checked against the advice spec
-  /// (type and shape).
+  /// (type, shape and constraints: see checkAdviceConstraints()).
   llvm::Expected<TensorValue> evaluateChecked();
 
   /// Runs the model and returns its advice as \p T: a scalar (the advice
@@ -275,6 +275,16 @@ private:
   std::vector<TensorValue> Buffers;
   std::vector<TensorRef> Refs;
 };
+
+/// Checks \p Advice (of \p Spec's numeric type) against \p Spec's
+/// constraints: every element in its range, and (with a mask feature, found
+/// by name among \p FeatureSpecs, its value in \p Features) an index of a
+/// nonzero mask element. The error names the advice, the element, its value
+/// and the range or mask.
+llvm::Error checkAdviceConstraints(const TensorSpec &Spec,
+                                   const TensorValue &Advice,
+                                   llvm::ArrayRef<TensorSpec> FeatureSpecs,
+                                   llvm::ArrayRef<TensorValue> Features);
 
 /// A runner that calls a function: for tests and simple in-process policies.
 class CallbackModelRunner final : public MLModelRunner {

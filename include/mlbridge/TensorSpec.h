@@ -102,7 +102,21 @@ inline constexpr ElementType elementTypeOf = ElementTypeOf<T>::value;
 /// Marks a dynamic dimension, whose size is given per message.
 inline constexpr int64_t DynamicDim = -1;
 
-/// A tensor's description: name, element type, shape and port.
+/// The values an advice may take: every element v satisfies
+/// Low <= v < High (a half-open range, as `"range":[Low,High]` in JSON). NaN
+/// is never in a range.
+struct ValueRange {
+  int64_t Low;
+  int64_t High;
+  friend bool operator==(const ValueRange &L, const ValueRange &R) {
+    return L.Low == R.Low && L.High == R.High;
+  }
+};
+
+/// A tensor's description: name, element type, shape and port, and for an
+/// advice optional constraints on its values (see docs/serialization.md):
+/// a ValueRange, and a mask feature, the name of a feature that must have a
+/// nonzero element at (flat) index v for each advice element v.
 ///
 /// A shape is a list of dimensions; rank 0 is a scalar with one element. A
 /// dimension is a non-negative size or DynamicDim.
@@ -115,8 +129,15 @@ public:
                                            llvm::ArrayRef<int64_t> Shape,
                                            int Port = 0);
 
+  /// Returns this spec with the constraints \p Range and \p MaskFeature
+  /// (empty: none), checking them: a range needs a numeric type (not bool or
+  /// string) and Low < High; a mask feature needs an integer type.
+  llvm::Expected<TensorSpec>
+  withConstraints(std::optional<ValueRange> Range,
+                  llvm::StringRef MaskFeature = "") const;
+
   /// Reads a spec from its JSON form; unknown keys are ignored, `port`
-  /// defaults to 0.
+  /// defaults to 0; `range` and `mask` are the optional constraints.
   static llvm::Expected<TensorSpec> fromJSON(const llvm::json::Value &Value);
   /// Parses \p Text as JSON and reads a spec from it.
   static llvm::Expected<TensorSpec> parseJSON(llvm::StringRef Text);
@@ -132,6 +153,13 @@ public:
   /// The port (kept for LLVM compatibility).
   int port() const { return Port; }
 
+  /// The range the values must be in, if constrained.
+  const std::optional<ValueRange> &validRange() const { return Range; }
+  /// The name of the mask feature, or empty if there is none.
+  const std::string &maskFeature() const { return MaskFeature; }
+  /// True if the spec has a range or a mask feature.
+  bool hasConstraints() const { return Range || !MaskFeature.empty(); }
+
   /// True if any dimension is dynamic.
   bool isDynamic() const;
   /// The number of elements, or std::nullopt if the spec is dynamic.
@@ -144,14 +172,17 @@ public:
   bool matchesConcreteShape(llvm::ArrayRef<int64_t> Concrete) const;
 
   /// Appends the JSON form, exactly LLVM's:
-  /// `{"name":"x","type":"int64_t","port":0,"shape":[1]}`.
+  /// `{"name":"x","type":"int64_t","port":0,"shape":[1]}`, followed by
+  /// `"range":[0,33]` and `"mask":"mask"` only if the spec has them (LLVM's
+  /// reader ignores those keys).
   void writeJSON(std::string &Out) const;
   /// Returns the JSON form (see writeJSON()).
   std::string toJSON() const;
 
   friend bool operator==(const TensorSpec &L, const TensorSpec &R) {
     return L.Type == R.Type && L.Port == R.Port && L.Name == R.Name &&
-           L.Shape == R.Shape;
+           L.Shape == R.Shape && L.Range == R.Range &&
+           L.MaskFeature == R.MaskFeature;
   }
   friend bool operator!=(const TensorSpec &L, const TensorSpec &R) {
     return !(L == R);
@@ -167,6 +198,8 @@ private:
   ElementType Type;
   std::vector<int64_t> Shape;
   int Port;
+  std::optional<ValueRange> Range;
+  std::string MaskFeature;
 };
 
 /// Creates a spec of element type \p T. For specs written in source code:

@@ -46,6 +46,7 @@ import grpc
 
 from mlbridge._closing import Closing
 from mlbridge._files import write_atomically
+from mlbridge.compiler.advice_constraints import with_stock_constraints
 from mlbridge.compiler.observation import Observation, Policy
 from mlbridge.errors import GrpcError, GrpcTimeoutError, MLBridgeError
 from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2 as pb
@@ -167,6 +168,10 @@ def _observation_from_proto(
     limits.check_tensor_count(len(features.tensors), 0)
     where = f"observation {features.id}"
     tensors = tuple(tensor_from_proto(t, where, limits, 0) for t in features.tensors)
+    # The wire spec carries no constraints: a stock advisor's are known here.
+    constrained = with_stock_constraints(entry[0], (t.name for t in tensors))
+    if constrained is not entry[0]:
+        entry = (constrained, None, entry[2])  # no unchecked shortcut
     return _ReceivedObservation(features.id, msg.context, entry, tensors)
 
 
@@ -198,7 +203,11 @@ def _advice_message(tensor: Tensor, id: int) -> Any:
 
 
 def _reply_for(obs: _ReceivedObservation, advice: object) -> Any:
-    """The advice message answering ``obs``; raises as :func:`_advice_tensor`."""
+    """The advice message answering ``obs``.
+
+    Raises as :func:`_advice_tensor`, and :class:`~mlbridge.errors.AdviceConstraintError`
+    if the advice violates its spec's constraints.
+    """
     entry = obs._advice_entry
     if type(advice) is entry[1]:
         # Exactly the advice's one-element type (np.float32(y)): nothing to convert or
@@ -211,7 +220,9 @@ def _reply_for(obs: _ReceivedObservation, advice: object) -> Any:
         t.shape.extend(spec.shape)
         t.data = advice.tobytes()  # type: ignore[attr-defined]
         return msg
-    return _advice_message(_advice_tensor(advice, obs.advice), obs.id)
+    tensor = _advice_tensor(advice, obs.advice)
+    obs.advice.check_value(tensor.array, obs)
+    return _advice_message(tensor, obs.id)
 
 
 # -- inference: the model server ------------------------------------------------------
@@ -517,6 +528,8 @@ class GrpcCompilerInterface(Closing):
         Raises:
             GrpcError: If there is no observation to answer, the advice does not fit (the
                 compiler says ``INVALID_ARGUMENT``), or the call fails.
+            AdviceConstraintError: If the advice violates its spec's constraints (a stock
+                advisor's: :mod:`mlbridge.compiler.advice_constraints`); nothing is sent.
         """
         obs = self._pending
         if obs is None:

@@ -45,6 +45,7 @@ import numpy as np
 
 from mlbridge._closing import Closing
 from mlbridge._files import write_atomically
+from mlbridge.compiler.advice_constraints import with_stock_constraints
 from mlbridge.compiler.fifo import (
     GYM_PREFIX,
     FifoChannel,
@@ -66,6 +67,7 @@ from mlbridge.errors import (
 from mlbridge.serdes import Context, End, Header, Message, MessageKind, SerDes, get_serdes
 from mlbridge.serdes.bitstream import encode_values
 from mlbridge.tensor import Tensor
+from mlbridge.tensor_spec import TensorSpec
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -117,17 +119,27 @@ class Observation(SharedObservation):
     Attributes:
         id: The observation index the compiler sent (per context).
         context: The current context (LLVM sends the module or function name), or ``None``.
-        advice: The header's advice spec (``None`` with stock LLVM, whose header has none).
+        advice: The header's advice spec, with a stock LLVM advisor's constraints when it is
+            one's (:mod:`mlbridge.compiler.advice_constraints`): what answers are checked
+            against; ``None`` if the header has none.
         tensors: The features as :class:`~mlbridge.Tensor` objects (``message.tensors``).
-        header: The header in force (feature specs and the advice spec).
+        header: The header in force, as the compiler sent it (feature and advice specs).
         message: The decoded message, with its :class:`~mlbridge.Tensor` objects.
         outcome: The score the compiler reported for this observation (the header's
             ``score`` spec, e.g. a reward), once its outcome message has arrived; ``None``
             before that and with compilers that send none (stock LLVM).
     """
 
-    def __init__(self, message: Message, context: str | None, header: Header) -> None:
-        super().__init__(message.id, context, header.advice, message.tensors)
+    def __init__(
+        self,
+        message: Message,
+        context: str | None,
+        header: Header,
+        advice: TensorSpec | None = None,
+    ) -> None:
+        super().__init__(
+            message.id, context, header.advice if advice is None else advice, message.tensors
+        )
         self.header = header
         self.message = message
         self.outcome: np.ndarray[Any, np.dtype[Any]] | None = None
@@ -220,6 +232,7 @@ class PipeCompilerInterface(Closing):
         self._serdes: SerDes = get_serdes(serdes)
         self._raw_replies = self._serdes.name == "bitstream"
         self.header: Header | None = None
+        self._advice: TensorSpec | None = None
         self.context: str | None = None
         self._pending: Observation | None = None
         self._finished = False
@@ -331,7 +344,7 @@ class PipeCompilerInterface(Closing):
                 and record.kind is MessageKind.OBSERVATION
                 and header is not None
             ):  # the usual case first
-                obs = self._pending = Observation(record, self.context, header)
+                obs = self._pending = Observation(record, self.context, header, self._advice)
                 if header.score is not None:
                     self._sent[record.id] = obs
                 return obs
@@ -358,7 +371,7 @@ class PipeCompilerInterface(Closing):
                     raise PipeError(
                         f"{self.out_path}: observation {record.id} came before any header"
                     )
-                self._pending = Observation(record, self.context, self.header)
+                self._pending = Observation(record, self.context, self.header, self._advice)
                 if self.header.score is not None:
                     self._sent[record.id] = self._pending
                 return self._pending
@@ -397,6 +410,11 @@ class PipeCompilerInterface(Closing):
     def _set_header(self, header: Header) -> None:
         self.header = header
         spec = header.advice
+        if spec is not None:
+            # A stock advisor's header does not say what its advice may be; answers
+            # outside it crash the compiler or corrupt its output.
+            spec = with_stock_constraints(spec, (f.name for f in header.features))
+        self._advice = spec
         # respond()'s shortcut: with raw replies, a one-element numeric advice given as
         # its exact numpy scalar type needs no conversion.
         self._raw_scalar_type = None
@@ -406,6 +424,7 @@ class PipeCompilerInterface(Closing):
             and spec.type.itemsize
             and not spec.is_dynamic
             and spec.element_count == 1
+            and not spec.has_constraints
         ):
             self._raw_scalar_type = spec.type.numpy_dtype.type
 
@@ -457,6 +476,9 @@ class PipeCompilerInterface(Closing):
         Raises:
             PipeError: If there is no observation to answer, or the advice does not fit.
             InvalidTensorError: If the values cannot be converted exactly.
+            AdviceConstraintError: If the advice violates its spec's constraints (range,
+                mask feature: see :mod:`mlbridge.compiler.advice_constraints`); nothing is
+                sent.
             PipeClosedError: If the compiler has closed ``<base>.in``.
             PipeTimeoutError: If the compiler does not read it within ``timeout``.
         """
@@ -469,6 +491,8 @@ class PipeCompilerInterface(Closing):
             data = advice.tobytes()  # type: ignore[attr-defined]
         else:
             tensor = self._advice_tensor(advice)
+            assert self._advice is not None  # _advice_tensor() checked there is one
+            self._advice.check_value(tensor.array, obs)
             if self._raw_replies:
                 data = encode_values(tensor)
             else:

@@ -80,7 +80,7 @@ Expected<Header> parseHeader(const json::Object &O,
       return Error::success();
     for (const auto &KV : *S)
       if (KV.first != "name" && KV.first != "type" && KV.first != "port" &&
-          KV.first != "shape")
+          KV.first != "shape" && KV.first != "range" && KV.first != "mask")
         return createStringError(inconvertibleErrorCode(),
                                  "tensor spec has an unknown key '%s'",
                                  KV.first.str().c_str());

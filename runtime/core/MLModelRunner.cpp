@@ -8,6 +8,10 @@
 
 #include "llvm/ADT/StringSet.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
 using namespace llvm;
 
 namespace mlbridge {
@@ -17,6 +21,162 @@ namespace mlbridge {
 static constexpr uint64_t MaxFeatureBytes = uint64_t(1) << 32;
 
 MLModelRunner::~MLModelRunner() = default;
+
+namespace {
+/// One element of a numeric tensor, kept exactly: as a signed or unsigned
+/// 64-bit integer or a double.
+struct Number {
+  enum { Signed, Unsigned, Floating } Kind;
+  int64_t I = 0;
+  uint64_t U = 0;
+  double D = 0;
+
+  std::string str() const {
+    switch (Kind) {
+    case Signed:
+      return std::to_string(I);
+    case Unsigned:
+      return std::to_string(U);
+    case Floating:
+      break;
+    }
+    char Buf[32];
+    std::snprintf(Buf, sizeof(Buf), "%.17g", D);
+    return Buf;
+  }
+};
+} // namespace
+
+/// Element \p Index of \p Bytes, whose element type is the numeric \p Type.
+static Number readNumber(ElementType Type, ArrayRef<char> Bytes, size_t Index) {
+  auto Read = [&](auto Zero) {
+    decltype(Zero) V;
+    std::memcpy(&V, Bytes.data() + Index * sizeof(V), sizeof(V));
+    return V;
+  };
+  Number N{Number::Signed};
+  switch (Type) {
+  case ElementType::Int8:
+    N.I = Read(int8_t());
+    break;
+  case ElementType::Int16:
+    N.I = Read(int16_t());
+    break;
+  case ElementType::Int32:
+    N.I = Read(int32_t());
+    break;
+  case ElementType::Int64:
+    N.I = Read(int64_t());
+    break;
+  case ElementType::Bool:
+    N.I = Read(uint8_t()) != 0;
+    break;
+  case ElementType::UInt8:
+    N = {Number::Unsigned, 0, Read(uint8_t())};
+    break;
+  case ElementType::UInt16:
+    N = {Number::Unsigned, 0, Read(uint16_t())};
+    break;
+  case ElementType::UInt32:
+    N = {Number::Unsigned, 0, Read(uint32_t())};
+    break;
+  case ElementType::UInt64:
+    N = {Number::Unsigned, 0, Read(uint64_t())};
+    break;
+  case ElementType::Float:
+    N = {Number::Floating, 0, 0, Read(float())};
+    break;
+  case ElementType::Double:
+    N = {Number::Floating, 0, 0, Read(double())};
+    break;
+  case ElementType::String:
+    llvm_unreachable("strings are not numbers");
+  }
+  return N;
+}
+
+/// Whether \p N < \p Bound, exactly (NaN is not).
+static bool lessThan(const Number &N, int64_t Bound) {
+  switch (N.Kind) {
+  case Number::Signed:
+    return N.I < Bound;
+  case Number::Unsigned:
+    return Bound > 0 && N.U < static_cast<uint64_t>(Bound);
+  case Number::Floating:
+    break;
+  }
+  // For an integer bound, D < Bound iff floor(D) < Bound; 2^63 is exact.
+  if (std::isnan(N.D) || N.D >= 0x1p63)
+    return false;
+  if (N.D < -0x1p63)
+    return true;
+  return static_cast<int64_t>(std::floor(N.D)) < Bound;
+}
+
+/// Whether \p N is in [Range.Low, Range.High) (NaN is not).
+static bool inRange(const Number &N, const ValueRange &Range) {
+  if (N.Kind == Number::Floating && std::isnan(N.D))
+    return false;
+  return !lessThan(N, Range.Low) && lessThan(N, Range.High);
+}
+
+Error checkAdviceConstraints(const TensorSpec &Spec, const TensorValue &Advice,
+                             ArrayRef<TensorSpec> FeatureSpecs,
+                             ArrayRef<TensorValue> Features) {
+  if (!Spec.hasConstraints())
+    return Error::success();
+  const TensorValue *Mask = nullptr;
+  if (!Spec.maskFeature().empty()) {
+    auto It = find_if(FeatureSpecs, [&](const TensorSpec &S) {
+      return S.name() == Spec.maskFeature();
+    });
+    if (It == FeatureSpecs.end() || It->type() == ElementType::String)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "advice '%s' is masked by feature '%s', which is not a numeric "
+          "feature of the model",
+          Spec.name().c_str(), Spec.maskFeature().c_str());
+    Mask = &Features[It - FeatureSpecs.begin()];
+  }
+  const std::optional<ValueRange> &Range = Spec.validRange();
+  for (size_t I = 0, E = Advice.getElementCount(); I < E; ++I) {
+    Number N = readNumber(Advice.type(), Advice.bytes(), I);
+    if (Range && !inRange(N, *Range))
+      return createStringError(
+          inconvertibleErrorCode(),
+          "advice '%s' element %zu is %s, outside its range [%lld, %lld)",
+          Spec.name().c_str(), I, N.str().c_str(),
+          static_cast<long long>(Range->Low),
+          static_cast<long long>(Range->High));
+    if (!Mask)
+      continue;
+    // withConstraints() allows a mask only on integer advice.
+    size_t Entries = Mask->getElementCount();
+    bool IsIndex = N.Kind == Number::Signed
+                       ? N.I >= 0 && static_cast<uint64_t>(N.I) < Entries
+                       : N.U < Entries;
+    if (!IsIndex)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "advice '%s' element %zu is %s, which is not an index of its mask "
+          "feature '%s' (%zu entries)",
+          Spec.name().c_str(), I, N.str().c_str(), Spec.maskFeature().c_str(),
+          Entries);
+    size_t Index = N.Kind == Number::Signed ? static_cast<size_t>(N.I)
+                                            : static_cast<size_t>(N.U);
+    Number Entry = readNumber(Mask->type(), Mask->bytes(), Index);
+    bool Zero = Entry.Kind == Number::Signed     ? Entry.I == 0
+                : Entry.Kind == Number::Unsigned ? Entry.U == 0
+                                                 : Entry.D == 0;
+    if (Zero)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "advice '%s' element %zu is %s, whose entry in its mask feature "
+          "'%s' is 0 (not allowed)",
+          Spec.name().c_str(), I, N.str().c_str(), Spec.maskFeature().c_str());
+  }
+  return Error::success();
+}
 
 Error MLModelRunner::switchContext(StringRef) { return Error::success(); }
 
@@ -255,6 +415,10 @@ Expected<TensorValue> MLModelRunner::evaluateChecked() {
                              Shape.c_str(), Advice.name().c_str(),
                              Advice.toJSON().c_str());
   }
+  // Before any pass sees the value: an index outside its range or mask makes
+  // stock LLVM's advisors crash or emit wrong code.
+  if (Error E = checkAdviceConstraints(Advice, *R, Specs, Buffers))
+    return E;
   return R;
 }
 

@@ -99,6 +99,41 @@ Expected<TensorSpec> TensorSpec::create(StringRef Name, ElementType Type,
   return TensorSpec(Name, Type, Shape, Port);
 }
 
+Expected<TensorSpec>
+TensorSpec::withConstraints(std::optional<ValueRange> NewRange,
+                            StringRef NewMask) const {
+  if (NewRange) {
+    if (Type == ElementType::Bool || Type == ElementType::String)
+      return createStringError(inconvertibleErrorCode(),
+                               "tensor spec '%s' has a range, but its type %s "
+                               "is not numeric",
+                               Name.c_str(), elementTypeName(Type).data());
+    if (NewRange->Low >= NewRange->High)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "tensor spec '%s' has the empty range [%lld, %lld) (the range is "
+          "[low, high): low <= value < high)",
+          Name.c_str(), static_cast<long long>(NewRange->Low),
+          static_cast<long long>(NewRange->High));
+  }
+  if (!NewMask.empty()) {
+    if (!isIntegerType(Type))
+      return createStringError(inconvertibleErrorCode(),
+                               "tensor spec '%s' has a mask feature, but its "
+                               "type %s is not an integer type",
+                               Name.c_str(), elementTypeName(Type).data());
+    if (!json::isUTF8(NewMask))
+      return createStringError(inconvertibleErrorCode(),
+                               "tensor spec '%s' has a mask feature name that "
+                               "is not valid UTF-8",
+                               Name.c_str());
+  }
+  TensorSpec Result = *this;
+  Result.Range = NewRange;
+  Result.MaskFeature = NewMask.str();
+  return Result;
+}
+
 bool TensorSpec::isDynamic() const { return is_contained(Shape, DynamicDim); }
 
 std::optional<uint64_t> TensorSpec::getElementCount() const {
@@ -187,6 +222,17 @@ void TensorSpec::writeJSON(std::string &Out) const {
   Out += std::to_string(Port);
   Out += ",\"shape\":";
   writeShapeJSON(Shape, Out);
+  if (Range) {
+    Out += ",\"range\":[";
+    Out += std::to_string(Range->Low);
+    Out += ',';
+    Out += std::to_string(Range->High);
+    Out += ']';
+  }
+  if (!MaskFeature.empty()) {
+    Out += ",\"mask\":";
+    writeJSONString(MaskFeature, Out);
+  }
   Out += '}';
 }
 
@@ -231,7 +277,37 @@ Expected<TensorSpec> TensorSpec::fromJSON(const json::Value &Value) {
       return Fail("'" + *Name + "' has a non-integer dimension");
     Shape.push_back(*N);
   }
-  return create(*Name, *Type, Shape, Port);
+  Expected<TensorSpec> Spec = create(*Name, *Type, Shape, Port);
+  if (!Spec)
+    return Spec.takeError();
+  std::optional<ValueRange> Range;
+  if (const json::Value *R = O->get("range")) {
+    const json::Array *A = R->getAsArray();
+    std::optional<int64_t> Low, High;
+    if (A && A->size() == 2) {
+      Low = (*A)[0].getAsInteger();
+      High = (*A)[1].getAsInteger();
+    }
+    if (!Low || !High)
+      return Fail("'" + *Name +
+                  "' has a 'range' that is not an array of two 64-bit "
+                  "integers [low, high]");
+    Range = ValueRange{*Low, *High};
+  }
+  StringRef Mask;
+  if (const json::Value *M = O->get("mask")) {
+    std::optional<StringRef> S = M->getAsString();
+    if (!S || S->empty())
+      return Fail("'" + *Name +
+                  "' has a 'mask' that is not a non-empty string");
+    Mask = *S;
+  }
+  if (!Range && Mask.empty())
+    return Spec;
+  Expected<TensorSpec> Constrained = Spec->withConstraints(Range, Mask);
+  if (!Constrained)
+    return Fail(toString(Constrained.takeError()));
+  return Constrained;
 }
 
 Expected<TensorSpec> TensorSpec::parseJSON(StringRef Text) {

@@ -22,7 +22,9 @@ from conftest import VECTORS, built
 from hypothesis import HealthCheck, given, settings
 from support.vectors import case_to_json, record_from_json
 
-from mlbridge.serdes import SERDES_NAMES, get_serdes
+from mlbridge.errors import MLBridgeError
+from mlbridge.serdes import SERDES_NAMES, Header, get_serdes
+from mlbridge.tensor_spec import ElementType, TensorSpec
 
 sys.path.insert(0, str(VECTORS))
 import generate  # noqa: E402
@@ -129,3 +131,48 @@ def test_tool_without_arguments_prints_usage_and_exits_1(tool):
     result = subprocess.run([str(tool)], capture_output=True, timeout=60)
     assert result.returncode == 1
     assert b"usage: mlbridge-serdes-tool" in result.stderr
+
+
+# Advice constraints (docs/serialization.md) travel in the spec JSON of the bitstream and
+# JSON headers; protobuf's TensorSpec message has no field for them.
+CONSTRAINED = [
+    Header(
+        (TensorSpec("mask", ElementType.INT64, (1, 33)), TensorSpec("w", ElementType.FLOAT, ())),
+        TensorSpec(
+            "index_to_evict", ElementType.INT64, (1,), valid_range=(0, 33), mask_feature="mask"
+        ),  # fmt: skip
+        TensorSpec("score", ElementType.FLOAT, (), valid_range=(-5, 9)),
+    )
+]
+
+
+@pytest.mark.parametrize("serdes", ["bitstream", "json"])
+def test_constrained_specs_agree(tool, serdes):
+    check_both_ways(tool, serdes, CONSTRAINED)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b'"range":[0]',
+        b'"range":[0,1.5]',
+        b'"range":[0,true]',
+        b'"range":[33,0]',
+        b'"range":null',
+        b'"mask":""',
+        b'"mask":7',
+    ],
+)
+@pytest.mark.parametrize("serdes", ["bitstream", "json"])
+def test_both_sides_reject_the_same_bad_constraints(tool, serdes, bad):
+    data = get_serdes(serdes).encode_stream(CONSTRAINED)
+    good = b'"range":[0,33],"mask":"mask"'
+    assert data.count(good) == 1
+    data = data.replace(good, bad)
+    with pytest.raises(MLBridgeError):
+        get_serdes(serdes).decode_stream(data)
+    result = subprocess.run(
+        [str(tool), "decode", serdes], input=data, capture_output=True, timeout=60
+    )
+    assert result.returncode == 1, result.stdout
+    assert result.stderr.strip()

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from mlbridge import ElementType, SpecError, TensorSpec
+from mlbridge.errors import AdviceConstraintError
 
 TABLE = [
     # name, python name, numpy dtype, itemsize, protobuf number
@@ -108,3 +109,81 @@ def test_spec_is_frozen_and_hashable():
     assert hash(spec) == hash(TensorSpec("x", ElementType.INT32, (1, 2)))
     with pytest.raises(AttributeError):
         spec.name = "y"  # type: ignore[misc]
+
+
+# -- constraints (docs/serialization.md: "Advice constraints") ------------------------
+
+EVICT = TensorSpec("index_to_evict", ElementType.INT64, (1,), valid_range=(0, 33),
+                   mask_feature="mask")  # fmt: skip
+
+
+def test_constraints_are_written_after_the_shape_only_when_present():
+    assert EVICT.to_json() == (
+        b'{"name":"index_to_evict","type":"int64_t","port":0,"shape":[1],'
+        b'"range":[0,33],"mask":"mask"}'
+    )
+    assert TensorSpec("p", ElementType.FLOAT, (1,), valid_range=(-3, 7)).to_json() == (
+        b'{"name":"p","type":"float","port":0,"shape":[1],"range":[-3,7]}'
+    )
+    assert not TensorSpec("p", ElementType.FLOAT, (1,)).has_constraints
+
+
+def test_constrained_spec_round_trips_and_differs_from_the_bare_one():
+    assert TensorSpec.from_json(EVICT.to_json()) == EVICT
+    assert EVICT != TensorSpec("index_to_evict", ElementType.INT64, (1,))
+    assert EVICT.with_constraints() == TensorSpec("index_to_evict", ElementType.INT64, (1,))
+
+
+@pytest.mark.parametrize(
+    ("rest", "message"),
+    [
+        (b'"range":[0]', "two 64-bit integers"),
+        (b'"range":[0,1.5]', "two 64-bit integers"),
+        (b'"range":[0,true]', "two 64-bit integers"),
+        (b'"range":[0,9223372036854775808]', "two 64-bit integers"),
+        (b'"range":"0,1"', "'range'"),
+        (b'"range":null', "'range'"),
+        (b'"range":[3,3]', "empty range \\[3, 3\\)"),
+        (b'"mask":""', "'mask'"),
+        (b'"mask":1', "'mask'"),
+    ],
+)
+def test_bad_constraints_are_spec_errors(rest, message):
+    text = b'{"name":"a","type":"int64_t","shape":[1],' + rest + b"}"
+    with pytest.raises(SpecError, match=message):
+        TensorSpec.from_json(text)
+
+
+def test_constraints_need_a_fitting_type():
+    with pytest.raises(SpecError, match="not an integer type"):
+        TensorSpec.from_json(b'{"name":"a","type":"float","shape":[1],"mask":"m"}')
+    with pytest.raises(SpecError, match="not numeric"):
+        TensorSpec.from_json(b'{"name":"a","type":"bool","shape":[1],"range":[0,1]}')
+
+
+def test_an_integral_float_bound_is_an_integer_as_in_llvms_json():
+    spec = TensorSpec.from_json(b'{"name":"a","type":"int64_t","shape":[1],"range":[0.0,33]}')
+    assert spec.valid_range == (0, 33)
+
+
+def test_check_value_refuses_values_outside_the_range_or_mask():
+    mask = np.zeros((1, 33), np.int64)
+    mask[0, 3] = 1
+    EVICT.check_value(np.array([3]), {"mask": mask})
+    for bad, message in [
+        (99, "element 0 is 99, outside its range \\[0, 33\\)"),
+        (-1, "is -1, outside"),
+        (5, "is 5, whose entry in its mask feature 'mask' is 0"),
+    ]:
+        with pytest.raises(AdviceConstraintError, match=message):
+            EVICT.check_value(np.array([bad]), {"mask": mask})
+    with pytest.raises(AdviceConstraintError, match="masked by feature 'mask'"):
+        EVICT.check_value(np.array([3]), {})
+
+
+def test_check_value_of_floats_refuses_nan_and_infinity():
+    spec = TensorSpec("priority", ElementType.FLOAT, (1,), valid_range=(0, 2**32))
+    for bad in (float("nan"), float("inf"), -0.5, 2.0**32):
+        with pytest.raises(AdviceConstraintError, match="outside its range \\[0, 4294967296\\)"):
+            spec.check_value(np.float32(bad))
+    spec.check_value(np.float32(4294967040.0))  # the largest float below 2^32

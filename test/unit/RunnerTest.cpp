@@ -8,6 +8,8 @@
 
 #include "mlbridge/MLModelRunner.h"
 
+#include <limits>
+
 using namespace mlbridge;
 using namespace mlbridge::test;
 using llvm::ArrayRef;
@@ -183,6 +185,98 @@ TEST(RunnerTest, CreateRejectsDuplicateFeatureNames) {
             return TensorValue::scalar<float>("a", 0);
           })),
       "'x'");
+}
+
+/// The shape of stock llc's eviction advice: an index below 33 whose `mask`
+/// entry is 1. The policy answers whatever \p Answer holds.
+std::unique_ptr<CallbackModelRunner> makeEvictionRunner(const int64_t &Answer) {
+  TensorSpec Advice =
+      llvm::cantFail(createSpec<int64_t>("index_to_evict", {1})
+                         .withConstraints(ValueRange{0, 33}, "mask"));
+  return llvm::cantFail(CallbackModelRunner::create(
+      {createSpec<int64_t>("mask", {1, 33})}, Advice,
+      [&Answer](ArrayRef<TensorRef>) -> Expected<TensorValue> {
+        return TensorValue::scalar<int64_t>("index_to_evict", Answer);
+      }));
+}
+
+TEST(RunnerTest, AdviceBelowItsRangeIsRefused) {
+  int64_t Answer = -1;
+  auto R = makeEvictionRunner(Answer);
+  std::string Err = errorText(R->evaluate<int64_t>());
+  EXPECT_CONTAINS(Err, "advice 'index_to_evict'");
+  EXPECT_CONTAINS(Err, "is -1");
+  EXPECT_CONTAINS(Err, "range [0, 33)");
+}
+
+TEST(RunnerTest, AdviceAtOrAboveItsRangeIsRefused) {
+  for (int64_t V : {int64_t(33), int64_t(99), int64_t(1) << 40}) {
+    int64_t Answer = V;
+    auto R = makeEvictionRunner(Answer);
+    std::string Err = errorText(R->evaluateChecked());
+    EXPECT_CONTAINS(Err, "is " + std::to_string(V));
+    EXPECT_CONTAINS(Err, "range [0, 33)");
+  }
+}
+
+TEST(RunnerTest, AdviceWhoseMaskEntryIsZeroIsRefused) {
+  int64_t Answer = 5;
+  auto R = makeEvictionRunner(Answer);
+  R->getTensor<int64_t>(0)[3] = 1;
+  std::string Err = errorText(R->evaluate<int64_t>());
+  EXPECT_CONTAINS(Err, "is 5");
+  EXPECT_CONTAINS(Err, "mask feature 'mask' is 0");
+  Answer = 3;
+  MLB_ASSERT_VALUE(V, R->evaluate<int64_t>());
+  EXPECT_EQ(V, 3);
+}
+
+TEST(RunnerTest, MaskFeatureTheModelLacksIsAnError) {
+  TensorSpec Advice = llvm::cantFail(
+      createSpec<int64_t>("a", {1}).withConstraints(std::nullopt, "mask"));
+  auto R = llvm::cantFail(CallbackModelRunner::create(
+      {}, Advice, [](ArrayRef<TensorRef>) -> Expected<TensorValue> {
+        return TensorValue::scalar<int64_t>("a", 0);
+      }));
+  EXPECT_CONTAINS(errorText(R->evaluate<int64_t>()),
+                  "masked by feature 'mask'");
+}
+
+TEST(RunnerTest, NaNAndInfinityAreOutsideAFloatRange) {
+  float Answer = 0;
+  TensorSpec Advice =
+      llvm::cantFail(createSpec<float>("priority", {1})
+                         .withConstraints(ValueRange{0, int64_t(1) << 32}));
+  auto R = llvm::cantFail(CallbackModelRunner::create(
+      {}, Advice, [&Answer](ArrayRef<TensorRef>) -> Expected<TensorValue> {
+        return TensorValue::scalar<float>("priority", Answer);
+      }));
+  for (float Bad :
+       {std::numeric_limits<float>::quiet_NaN(),
+        std::numeric_limits<float>::infinity(), -0.5f, 4294967296.0f}) {
+    Answer = Bad;
+    std::string Err = errorText(R->evaluate<float>());
+    EXPECT_CONTAINS(Err, "advice 'priority'");
+    EXPECT_CONTAINS(Err, "range [0, 4294967296)");
+  }
+  Answer = 4294967040.0f; // The largest float below 2^32.
+  MLB_ASSERT_VALUE(V, R->evaluate<float>());
+  EXPECT_EQ(V, 4294967040.0f);
+}
+
+TEST(RunnerTest, UnsignedAdviceAgainstARange) {
+  uint64_t Answer = UINT64_MAX;
+  TensorSpec Advice = llvm::cantFail(
+      createSpec<uint64_t>("u", {1}).withConstraints(ValueRange{-5, 10}));
+  auto R = llvm::cantFail(CallbackModelRunner::create(
+      {}, Advice, [&Answer](ArrayRef<TensorRef>) -> Expected<TensorValue> {
+        return TensorValue::scalar<uint64_t>("u", Answer);
+      }));
+  EXPECT_CONTAINS(errorText(R->evaluate<uint64_t>()),
+                  "is 18446744073709551615");
+  Answer = 0;
+  MLB_ASSERT_VALUE(V, R->evaluate<uint64_t>());
+  EXPECT_EQ(V, 0u);
 }
 
 } // namespace

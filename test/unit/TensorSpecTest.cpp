@@ -88,6 +88,57 @@ TEST(TensorSpecTest, ParseRejectsBadSpecs) {
             "<success>");
 }
 
+TEST(TensorSpecTest, ConstraintsAreWrittenOnlyWhenPresent) {
+  TensorSpec S =
+      llvm::cantFail(createSpec<int64_t>("index_to_evict", {1})
+                         .withConstraints(ValueRange{0, 33}, "mask"));
+  EXPECT_EQ(S.toJSON(),
+            "{\"name\":\"index_to_evict\",\"type\":\"int64_t\",\"port\":0,"
+            "\"shape\":[1],\"range\":[0,33],\"mask\":\"mask\"}");
+  MLB_ASSERT_VALUE(Back, TensorSpec::parseJSON(S.toJSON()));
+  EXPECT_EQ(Back, S);
+  EXPECT_NE(Back, createSpec<int64_t>("index_to_evict", {1}));
+  TensorSpec R = llvm::cantFail(
+      createSpec<float>("p", {1}).withConstraints(ValueRange{-3, 7}));
+  EXPECT_EQ(R.toJSON(), "{\"name\":\"p\",\"type\":\"float\",\"port\":0,"
+                        "\"shape\":[1],\"range\":[-3,7]}");
+  EXPECT_FALSE(createSpec<float>("p", {1}).hasConstraints());
+}
+
+TEST(TensorSpecTest, ParseRejectsBadConstraints) {
+  auto Parse = [](const char *Rest) {
+    return errorText(TensorSpec::parseJSON(
+        std::string("{\"name\":\"a\",\"type\":\"int64_t\",\"shape\":[1],") +
+        Rest + "}"));
+  };
+  EXPECT_NE(Parse("\"range\":[0]").find("two 64-bit integers"),
+            std::string::npos);
+  EXPECT_NE(Parse("\"range\":[0,1.5]").find("two 64-bit integers"),
+            std::string::npos);
+  EXPECT_NE(Parse("\"range\":\"0,1\"").find("'range'"), std::string::npos);
+  EXPECT_NE(Parse("\"range\":[3,3]").find("empty range [3, 3)"),
+            std::string::npos);
+  EXPECT_NE(Parse("\"range\":[0,true]").find("two 64-bit integers"),
+            std::string::npos);
+  EXPECT_NE(Parse("\"range\":[0,9223372036854775808]").find("two 64-bit"),
+            std::string::npos);
+  EXPECT_NE(Parse("\"range\":null").find("'range'"), std::string::npos);
+  // As in Python: an integral float is an integer (LLVM's JSON reader).
+  EXPECT_EQ(Parse("\"range\":[0.0,33]"), "<success>");
+  EXPECT_NE(Parse("\"mask\":\"\"").find("'mask'"), std::string::npos);
+  EXPECT_NE(Parse("\"mask\":1").find("'mask'"), std::string::npos);
+  EXPECT_NE(errorText(TensorSpec::parseJSON(
+                          "{\"name\":\"a\",\"type\":\"float\",\"shape\":[1],"
+                          "\"mask\":\"m\"}"))
+                .find("not an integer type"),
+            std::string::npos);
+  EXPECT_NE(errorText(TensorSpec::parseJSON(
+                          "{\"name\":\"a\",\"type\":\"bool\",\"shape\":[1],"
+                          "\"range\":[0,1]}"))
+                .find("not numeric"),
+            std::string::npos);
+}
+
 TEST(TensorSpecTest, PortDefaultsToZero) {
   MLB_ASSERT_VALUE(S, TensorSpec::parseJSON(
                           "{\"name\":\"a\",\"type\":\"float\",\"shape\":[1]}"));

@@ -70,10 +70,13 @@ def make_policy(name: str, log: TextIO | None) -> Any:
         return 0
 
     def priority_weight(obs: Observation) -> np.ndarray:
-        # The live range's spill weight, as the priority.
+        # The live range's spill weight, as the priority. An unspillable range weighs
+        # inf, which stock llc would cast to unsigned (undefined): the priority's valid
+        # range is [0, 2^32) (mlbridge/compiler/advice_constraints.py), so clamp to it.
         w = np.asarray(obs["weight"], dtype=np.float32).reshape(-1)[0]
-        note(obs, f"li_size={int(obs['li_size'][0])} weight={w:g}", f"{w:g}")
-        return np.float32(w)
+        p = np.float32(min(max(float(w), 0.0), 4294967040.0))  # the largest float < 2^32
+        note(obs, f"li_size={int(obs['li_size'][0])} weight={w:g}", f"{p:g}")
+        return p
 
     def priority_constant(obs: Observation) -> np.ndarray:
         note(obs, f"li_size={int(obs['li_size'][0])}", "1")
