@@ -9,7 +9,9 @@ talks to a model through two FIFOs (``docs/pipe-protocol.md``):
   ``{"context":...}`` lines, and one observation record per decision;
 - ``<base>.in``, model to compiler: the advice for each observation. With the
   ``bitstream`` SerDes (LLVM's protocol) this is the advice tensor's raw bytes, nothing
-  else; with ``json`` or ``protobuf`` it is an advice message record.
+  else, unless mlbridge's runner acknowledged ``typed-reply``: then each reply is framed
+  with the advice spec, so that the compiler can check it; with ``json`` or
+  ``protobuf`` it is an advice message record.
 
 The model opens ``<base>.in`` for writing first, then ``<base>.out`` for reading (the
 compiler opens them in the same order, the other way round). Every wait here is bounded:

@@ -157,3 +157,44 @@ def test_typed_reply_more_bytes_than_its_spec(tmp_path: Path) -> None:
     code, err, _ = run_opt(tmp_path, typed(INT64_ADVICE, struct.pack("<qq", 1, 1)), "typed-reply")
     assert code != 0, err
     assert "inlining_decision" in err and "newline" in err, err
+
+
+# -- mlbridge's model side: framed for mlbridge's runner, raw for stock LLVM ------------
+
+
+@pytest.mark.parametrize("compiler", ["mlbridge", "stock"])
+def test_model_side_frames_only_for_a_runner_that_acknowledges(
+    compiler: str, tmp_path: Path
+) -> None:
+    from mlbridge.compiler.pipe import FifoChannel, PipeCompilerInterface
+
+    if compiler == "mlbridge":
+        flags = [
+            f"-load-pass-plugin={built_plugin('llvm')}",
+            "-mlbridge-inline-runner=pipe",
+            "-mlbridge-inline-channel={base}",
+            "-mlbridge-inline-on-model-failure=fail",
+        ]
+    else:
+        flags = ["-enable-ml-inliner=release", "-inliner-interactive-channel-base={base}"]
+    with FifoChannel(parent=tmp_path) as channel:
+        argv = ["opt-22", "-passes=default<O2>", *flags, "-S", str(INPUTS / "inline.ll"),
+                "-o", str(tmp_path / "out.ll")]  # fmt: skip
+        opt = subprocess.Popen(
+            [a.replace("{base}", str(channel.base)) for a in argv], stderr=subprocess.PIPE
+        )
+        try:
+            with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+                answered = ci.run(lambda obs: 1)
+                typed_replies, acknowledged = ci.typed_replies, ci.compiler_extensions
+            _, err = opt.communicate(timeout=BOUND)
+        finally:
+            if opt.poll() is None:
+                opt.kill()
+                opt.communicate(timeout=BOUND)
+    assert opt.returncode == 0, err.decode(errors="replace")
+    assert answered > 0
+    if compiler == "mlbridge":
+        assert typed_replies and acknowledged == ("end", "typed-reply")
+    else:
+        assert not typed_replies and acknowledged == ()
