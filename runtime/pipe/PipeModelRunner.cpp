@@ -429,11 +429,10 @@ Error PipeModelRunner::changeSpecs(std::vector<TensorSpec> Features,
 Error PipeModelRunner::finish() {
   if (Finished)
     return Error::success();
-  Error Result = Error::success();
   // Bytes the model sent after its last reply are wrong advice that nobody
   // read: the session fails rather than ends.
-  if (Reader && Broken.empty())
-    Result = fail(checkNoLeftover());
+  Error Result =
+      Reader && Broken.empty() ? fail(checkNoLeftover()) : Error::success();
   if (!Result && Reader && Broken.empty() && sendsEnd()) {
     std::string Data;
     if (Error E = Out->encodeEnd(Data))
