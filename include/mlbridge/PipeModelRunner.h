@@ -42,6 +42,11 @@ enum class PipeEndRecord {
 
 /// The name of the end-of-session extension in `<base>.ext`.
 inline constexpr const char *PipeExtensionEnd = "end";
+/// The name of the typed-reply extension in `<base>.ext`: with bitstream, each
+/// reply is framed as `{"advice":<id>,"spec":<advice spec>}\n`, the raw bytes,
+/// `\n`, so that the runner can check the reply's name, type and shape
+/// against the advice spec (LLVM's raw reply carries none of them).
+inline constexpr const char *PipeExtensionTypedReply = "typed-reply";
 
 /// How a PipeModelRunner connects and talks.
 ///
@@ -57,7 +62,17 @@ inline constexpr const char *PipeExtensionEnd = "end";
 /// by white space, e.g. `end`), written before it opens `<base>.out`; the
 /// runner reads it once connected (it then exists, if the model made one)
 /// and checks it as the FIFOs. A host written for stock LLVM writes none and
-/// gets nothing it has not asked for.
+/// gets nothing it has not asked for. With bitstream, a model side that
+/// announced `typed-reply` gets an acknowledgement before the header,
+/// `{"extensions":[...]}\n` listing the extensions the runner uses (so that
+/// it frames its replies only for a runner that reads frames), and must then
+/// frame every reply (PipeExtensionTypedReply).
+///
+/// Reply checks: a reply is read as the advice spec says (raw: exactly its
+/// bytes; typed-reply and records: checked name, type and shape), and any
+/// byte the model sends beyond it, before the next observation or the end of
+/// the session, is an error. What LLVM's raw reply cannot carry (its type) is
+/// not checked without typed-reply: docs/pipe-protocol.md has the table.
 struct PipeModelRunnerOptions {
   /// The channel base: the runner writes `<base>.out` and reads `<base>.in`.
   std::string ChannelBase;
@@ -106,6 +121,13 @@ public:
   bool atEnd() const { return Eof && Start == Buf.size(); }
   /// True if the last failure was a timeout.
   bool timedOut() const { return TimedOut; }
+  /// Reads whatever the writer has sent so far, without waiting, and returns
+  /// the number of bytes not yet consumed.
+  llvm::Expected<size_t> available();
+  /// The bytes read but not yet consumed.
+  llvm::StringRef buffered() const {
+    return llvm::StringRef(Buf).drop_front(Start);
+  }
 
 private:
   /// Reads one more chunk into Buf; false at the end of input.
@@ -196,6 +218,9 @@ public:
   bool modelUnderstands(llvm::StringRef Name) const;
   /// True if finish() sends the end record (known once connected).
   bool sendsEnd() const;
+  /// True if replies are framed and checked (bitstream, and the model side
+  /// announced `typed-reply`; known once connected).
+  bool typedReplies() const;
 
 protected:
   llvm::Expected<TensorValue>
@@ -222,6 +247,12 @@ private:
   llvm::Error writeAllV(llvm::ArrayRef<llvm::StringRef> Parts,
                         const llvm::Twine &What);
   llvm::Expected<TensorValue> readReply(int64_t Id);
+  /// Reads a typed-reply frame for observation \p Id and checks it against
+  /// the advice spec.
+  llvm::Expected<TensorValue> readTypedReply(int64_t Id);
+  /// Fails if the model has sent bytes nobody asked for (beyond the last
+  /// reply); reads only what has arrived, without waiting.
+  llvm::Error checkNoLeftover();
   /// Marks the runner broken: later evaluations fail at once.
   llvm::Error fail(llvm::Error E);
 
@@ -234,6 +265,8 @@ private:
   int InFD = -1, OutFD = -1;
   bool CreatedIn = false, CreatedOut = false;
   int64_t NextId = 0;
+  /// The last observation answered (for the wording of a leftover error).
+  std::optional<int64_t> LastAnswered;
   bool HeaderPending = false;
   bool Finished = false;
   std::string Broken;

@@ -610,6 +610,28 @@ class FifoReader:
                 raise self._truncated_read(n, start) from None
         return out  # type: ignore[return-value]  # bytes-like, and no third copy
 
+    def take_line_if(self, prefix: bytes, max_len: int) -> bytes | None:
+        """The next line if it starts with ``prefix``, else ``None`` (nothing consumed).
+
+        The line is consumed without going to the sink: it is the pipe's own
+        negotiation (mlbridge's runner acknowledging extensions), not a record.
+
+        Raises:
+            LimitExceededError: If the line is longer than ``max_len`` bytes.
+            TruncatedInputError: If the input ends in the line.
+            PipeTimeoutError: If a read waits longer than the timeout.
+        """
+        while self._available() < len(prefix):
+            if not self._fill(_next_record, _LINE_CHUNK):
+                return None
+        if not self._buf.startswith(prefix, self._start):
+            return None
+        sink, self._sink = self._sink, None
+        try:
+            return self.read_line(max_len)
+        finally:
+            self._sink = sink
+
     def read_line(self, max_len: int) -> bytes:
         """The next line, without its newline.
 

@@ -9,7 +9,9 @@ talks to a model through two FIFOs (``docs/pipe-protocol.md``):
   ``{"context":...}`` lines, and one observation record per decision;
 - ``<base>.in``, model to compiler: the advice for each observation. With the
   ``bitstream`` SerDes (LLVM's protocol) this is the advice tensor's raw bytes, nothing
-  else; with ``json`` or ``protobuf`` it is an advice message record.
+  else, unless mlbridge's runner acknowledged ``typed-reply``: then each reply is framed
+  with the advice spec, so that the compiler can check it; with ``json`` or
+  ``protobuf`` it is an advice message record.
 
 The model opens ``<base>.in`` for writing first, then ``<base>.out`` for reading (the
 compiler opens them in the same order, the other way round). Every wait here is bounded:
@@ -29,6 +31,7 @@ also importable from here.
 from __future__ import annotations
 
 import codecs
+import json
 import math
 import os
 import signal
@@ -90,8 +93,15 @@ DEFAULT_TIMEOUT = 300.0
 
 #: The extensions of LLVM's protocol this model side understands, announced to the
 #: compiler in ``<base>.ext`` (mlbridge's runner then uses them; stock LLVM ignores the
-#: file): ``end``, the end-of-session record.
-EXTENSIONS = ("end",)
+#: file): ``end``, the end-of-session record; ``typed-reply`` (bitstream only), replies
+#: framed with their spec so that the compiler can check them.
+EXTENSIONS = ("end", "typed-reply")
+
+#: The first bytes of mlbridge's runner's acknowledgement of ``typed-reply``, sent
+#: before the header: ``{"extensions":["end","typed-reply"]}``.
+_ACK_PREFIX = b'{"extensions":'
+#: The longest acknowledgement line read.
+_ACK_MAX = 4096
 
 #: The shared policy protocol (:data:`mlbridge.compiler.observation.Policy`), given the
 #: pipe's observations (which also carry the header and the outcome).
@@ -187,6 +197,12 @@ class PipeCompilerInterface(Closing):
             result is a stream :func:`mlbridge.logs.read_log` reads.
         capture_advice: Whether to capture the replies too; without them a ``bitstream``
             capture is byte-identical to what the compiler wrote.
+        typed_replies: With ``bitstream``, announce ``typed-reply``: a compiler that
+            acknowledges it (mlbridge's runner; the acknowledgement line precedes the
+            header and is not captured) gets each reply framed as
+            ``{"advice":<id>,"spec":<advice spec>}`` + the raw bytes + newline, and
+            checks it against its advice spec. Stock LLVM ignores the announcement and
+            gets raw replies. :attr:`typed_replies` says what was agreed.
 
     For training, the compiler may report the outcome of an observation later (an
     outcome message with the header's ``score`` spec): it is attached to the observation
@@ -215,6 +231,7 @@ class PipeCompilerInterface(Closing):
         capture_advice: bool = True,
         require_end: bool | None = None,
         on_outcome: Callable[[Outcome], None] | None = None,
+        typed_replies: bool = True,
     ) -> None:
         self._in_fd = -1
         self._out_fd = -1
@@ -231,6 +248,14 @@ class PipeCompilerInterface(Closing):
         self.connect_timeout = _check_timeout(connect_timeout, "connect_timeout")
         self._serdes: SerDes = get_serdes(serdes)
         self._raw_replies = self._serdes.name == "bitstream"
+        self._announce_typed = self._raw_replies and typed_replies
+        self._ack_pending = False
+        #: Whether replies are framed (``typed-reply`` announced and acknowledged).
+        self.typed_replies = False
+        #: The extensions the compiler acknowledged (mlbridge's runner, with
+        #: ``typed-reply``); empty for stock LLVM.
+        self.compiler_extensions: tuple[str, ...] = ()
+        self._spec_json = b""
         self.header: Header | None = None
         self._advice: TensorSpec | None = None
         self.context: str | None = None
@@ -291,8 +316,10 @@ class PipeCompilerInterface(Closing):
             check_channel_folder(self.base)
             # Before opening <base>.out, which the compiler waits for: it reads the
             # announcement once it has opened <base>.out (docs/pipe-protocol.md).
-            write_atomically(self.ext_path, ("\n".join(EXTENSIONS) + "\n").encode(), 0o600)
+            words = [e for e in EXTENSIONS if e != "typed-reply" or self._announce_typed]
+            write_atomically(self.ext_path, ("\n".join(words) + "\n").encode(), 0o600)
             self._wrote_ext = True
+            self._ack_pending = self._announce_typed
             self._in_fd = open_fifo_writer(self.in_path, deadline, self.connect_timeout, check)
             # The compiler has opened <base>.in; it opens <base>.out next.
             self._out_fd = open_fifo_reader(self.out_path, deadline, self.connect_timeout, check)
@@ -328,6 +355,9 @@ class PipeCompilerInterface(Closing):
             self.connect()
         reader = self._reader
         assert reader is not None
+        if self._ack_pending:
+            self._ack_pending = False
+            self._read_ack(reader)
         decode = self._serdes.decode
         while True:
             start = reader._offset  # noqa: SLF001 (the property's value, without the call)
@@ -407,9 +437,29 @@ class PipeCompilerInterface(Closing):
         taken, self._outcomes = self._outcomes, []
         return taken
 
+    def _read_ack(self, reader: FifoReader) -> None:
+        """Read mlbridge's runner's acknowledgement of ``typed-reply``, if it sent one."""
+        line = reader.take_line_if(_ACK_PREFIX, _ACK_MAX)
+        if line is None:
+            return  # stock LLVM: its header comes first, replies stay raw
+        try:
+            words = json.loads(line)["extensions"]
+            if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            raise PipeError(
+                f"{self.out_path}: the compiler's acknowledgement of the extensions is not "
+                f'{{"extensions":[<names>]}}: {line[:200]!r}'
+            ) from None
+        self.compiler_extensions = tuple(words)
+        self.typed_replies = "typed-reply" in words
+
     def _set_header(self, header: Header) -> None:
         self.header = header
         spec = header.advice
+        # A typed reply names the advice as the compiler's header did (no constraints:
+        # the compiler compares name, type and shape).
+        self._spec_json = spec.to_json() if spec is not None else b""
         if spec is not None:
             # A stock advisor's header does not say what its advice may be; answers
             # outside it crash the compiler or corrupt its output.
@@ -497,6 +547,10 @@ class PipeCompilerInterface(Closing):
                 data = encode_values(tensor)
             else:
                 data = self._serdes.encode(Message(MessageKind.ADVICE, obs.id, (tensor,)))
+        raw = data
+        if self.typed_replies:
+            # What the runner checks against its advice spec: see typed_replies.
+            data = b'{"advice":%d,"spec":%s}\n%s\n' % (obs.id, self._spec_json, raw)
         write_all(
             self._in_fd, data, self.in_path, self.timeout,
             lambda: f"the advice for observation {obs.id}",
@@ -505,7 +559,7 @@ class PipeCompilerInterface(Closing):
         self.answered += 1
         if self._capture is not None and self._capture_advice:
             if self._raw_replies:
-                data = b'{"advice":%d}\n%s\n' % (obs.id, data)
+                data = b'{"advice":%d}\n%s\n' % (obs.id, raw)
             self._capture.write(data)
 
     def run(self, policy: Policy) -> int:

@@ -76,6 +76,14 @@ public:
     connect(Factory);
   }
 
+  // The end of the session is checked too: a model that sent more than its
+  // last reply (bytes the runner looks for in finish()) gave wrong advice.
+  ~BridgeInlineAdvisor() override {
+    if (Runner && !Stopped)
+      if (Error E = Runner->finish())
+        stop(std::move(E), nullptr, /*AtEnd=*/true);
+  }
+
   // After the model failed, LLVM's default advisor decides everything and the
   // ML bookkeeping stops (it would otherwise miss the default advisor's
   // inlinings).
@@ -204,7 +212,7 @@ private:
 
   /// Reports \p E (once: the model is not asked again) and hands every later
   /// decision to LLVM's default advisor.
-  void stop(Error E, CallBase *CB) {
+  void stop(Error E, CallBase *CB, bool AtEnd = false) {
     Stopped = true;
     std::string Where;
     if (CB)
@@ -212,11 +220,18 @@ private:
                "' in '" + CB->getCaller()->getName() + "'")
                   .str();
     std::string Cause = toString(std::move(E));
-    if (!CB)
+    if (!CB && !AtEnd)
       Cause = "cannot create the " + Options.RunnerDescription + ": " + Cause;
     // Ends the session (the model may be gone already) and its waits.
     Runner.reset();
     LLVMContext &Ctx = M.getContext();
+    if (AtEnd) {
+      // Every decision was made; the advice the model sent was still wrong.
+      Ctx.diagnose(DiagnosticInfoGeneric(
+          "mlbridge-inline: the model's session failed at its end: " + Cause,
+          Options.FallBackOnFailure ? DS_Warning : DS_Error));
+      return;
+    }
     if (Options.FallBackOnFailure)
       Ctx.diagnose(DiagnosticInfoGeneric(
           "mlbridge-inline: the model failed" + Where +

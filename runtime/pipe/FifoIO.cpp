@@ -138,6 +138,38 @@ Expected<bool> FdByteReader::fill(const Twine &What) {
   }
 }
 
+Expected<size_t> FdByteReader::available() {
+  char Chunk[4096];
+  // Enough to say how much was sent; a flood is not read to its end.
+  constexpr size_t Enough = 65536;
+  while (!Eof && Buf.size() - Start < Enough) {
+    struct pollfd P = {FD, POLLIN, 0};
+    int Ready = ::poll(&P, 1, /*timeout=*/0);
+    if (Ready < 0 && errno == EINTR)
+      continue;
+    if (Ready < 0)
+      return pipeError(std::errc::io_error,
+                       "polling " + Path + " failed: " + std::strerror(errno));
+    if (Ready == 0)
+      break; // nothing more has arrived
+    ssize_t N = ::read(FD, Chunk, sizeof(Chunk));
+    if (N > 0) {
+      Buf.append(Chunk, static_cast<size_t>(N));
+      continue;
+    }
+    if (N == 0) {
+      Eof = true;
+      break;
+    }
+    if (errno == EAGAIN)
+      break;
+    if (errno != EINTR)
+      return pipeError(std::errc::io_error,
+                       "reading " + Path + " failed: " + std::strerror(errno));
+  }
+  return Buf.size() - Start;
+}
+
 Error FdByteReader::readExact(MutableArrayRef<char> Out) {
   if (Out.empty())
     return Error::success();

@@ -14,6 +14,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -179,6 +180,30 @@ bool PipeModelRunner::sendsEnd() const {
          modelUnderstands(PipeExtensionEnd);
 }
 
+bool PipeModelRunner::typedReplies() const {
+  return Options.Kind == SerDesKind::Bitstream &&
+         modelUnderstands(PipeExtensionTypedReply);
+}
+
+/// `int64_t [1] 'inlining_decision'`, for errors.
+static std::string describeSpec(ElementType Type, ArrayRef<int64_t> Shape,
+                                StringRef Name) {
+  std::string S = elementTypeName(Type).str() + " [";
+  for (size_t I = 0; I < Shape.size(); ++I)
+    S += (I ? "," : "") + std::to_string(Shape[I]);
+  return S + "] '" + Name.str() + "'";
+}
+
+/// The byte size of a static numeric spec's values, for errors.
+static std::string describeSize(const TensorSpec &Spec) {
+  if (Spec.type() == ElementType::String || Spec.isDynamic())
+    return "";
+  uint64_t Count = 1;
+  for (int64_t D : Spec.shape())
+    Count *= static_cast<uint64_t>(D);
+  return " is " + std::to_string(Count * elementSize(Spec.type())) + " bytes";
+}
+
 Error PipeModelRunner::fail(Error E) {
   if (!E)
     return E;
@@ -283,6 +308,14 @@ Error PipeModelRunner::connect() {
   Reader = std::make_unique<FdByteReader>(InFD, InPath, Options.Timeout);
   HeaderPending = false;
   std::string Data;
+  if (typedReplies()) {
+    // The acknowledgement, before anything LLVM's protocol has: the model
+    // frames its replies only for a runner that said it reads frames.
+    Data = "{\"extensions\":[";
+    if (sendsEnd())
+      Data += "\"" + std::string(PipeExtensionEnd) + "\",";
+    Data += "\"" + std::string(PipeExtensionTypedReply) + "\"]}\n";
+  }
   if (Error E = Out->encodeHeader(currentHeader(), Data))
     return fail(std::move(E));
   return fail(writeAll(Data, "the header"));
@@ -396,8 +429,11 @@ Error PipeModelRunner::changeSpecs(std::vector<TensorSpec> Features,
 Error PipeModelRunner::finish() {
   if (Finished)
     return Error::success();
-  Error Result = Error::success();
-  if (Reader && Broken.empty() && sendsEnd()) {
+  // Bytes the model sent after its last reply are wrong advice that nobody
+  // read: the session fails rather than ends.
+  Error Result =
+      Reader && Broken.empty() ? fail(checkNoLeftover()) : Error::success();
+  if (!Result && Reader && Broken.empty() && sendsEnd()) {
     std::string Data;
     if (Error E = Out->encodeEnd(Data))
       Result = std::move(E);
@@ -435,6 +471,8 @@ Expected<TensorValue> PipeModelRunner::readReply(int64_t Id) {
                      "the model closed " + InPath + " before sending " +
                          What());
   };
+  if (typedReplies())
+    return readTypedReply(Id);
   if (Options.Kind == SerDesKind::Bitstream) {
     // LLVM's reply: exactly the advice tensor's raw bytes, no framing.
     Expected<TensorValue> V = decodeRawTensor(
@@ -476,6 +514,8 @@ Expected<TensorValue>
 PipeModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
   if (Error E = connect())
     return E;
+  if (Error E = fail(checkNoLeftover()))
+    return E;
   int64_t Id = NextId++;
   // Straight from the feature buffers where the SerDes allows (bitstream):
   // no copy of the values before the kernel's.
@@ -493,6 +533,121 @@ PipeModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
   Expected<TensorValue> V = readReply(Id);
   if (!V)
     return fail(V.takeError());
+  LastAnswered = Id;
+  // What the model sent with its reply is checked at once; what comes later,
+  // before the next observation and at the end.
+  if (Error E = fail(checkNoLeftover()))
+    return E;
+  return V;
+}
+
+Error PipeModelRunner::checkNoLeftover() {
+  Expected<size_t> Extra = Reader->available();
+  if (!Extra)
+    return Extra.takeError();
+  if (*Extra == 0)
+    return Error::success();
+  const TensorSpec &Advice = adviceSpec();
+  std::string After = LastAnswered
+                          ? "after the advice for observation " +
+                                std::to_string(*LastAnswered) + " ('" +
+                                Advice.name() + "'" + describeSize(Advice) + ")"
+                          : "before it was asked for any advice";
+  std::string Why =
+      Options.Kind == SerDesKind::Bitstream && !typedReplies()
+          ? ": a raw reply has no framing, so they would be read as the next "
+            "reply (the model sent more than the advice spec "
+            "says, or a value of another type)"
+          : "";
+  return pipeError(std::errc::protocol_error,
+                   formatv("{0}: the model sent {1} bytes {2}{3}", InPath,
+                           *Extra, After, Why)
+                       .str());
+}
+
+Expected<TensorValue> PipeModelRunner::readTypedReply(int64_t Id) {
+  const TensorSpec &Advice = adviceSpec();
+  uint64_t Start = Reader->offset();
+  auto NotTyped = [&](const Twine &Why) {
+    return pipeError(
+        std::errc::protocol_error,
+        formatv("{0}: the reply to observation {1} is not a typed reply "
+                "(byte offset {2}): {3}; with typed-reply every reply is "
+                "{{\"advice\":<id>,\"spec\":<spec>}\\n, the raw values, \\n",
+                InPath, Id, Start, Why.str())
+            .str());
+  };
+  // Byte by byte, so that a raw reply (wrong bytes of any kind) is refused
+  // at its first byte instead of waiting for a newline that never comes.
+  static constexpr StringLiteral Prefix = "{\"advice\":";
+  for (char Want : Prefix) {
+    char Got;
+    if (Error E = Reader->readExact(MutableArrayRef<char>(&Got, 1))) {
+      if (Reader->atEnd() && Reader->offset() == Start) {
+        consumeError(std::move(E));
+        return pipeError(std::errc::connection_aborted,
+                         "the model closed " + InPath +
+                             " before sending the advice for observation " +
+                             Twine(Id));
+      }
+      return E;
+    }
+    if (Got != Want)
+      return NotTyped(formatv("byte {0} is 0x{1:x-2}, expected '{2}'",
+                              Reader->offset() - Start - 1,
+                              static_cast<unsigned char>(Got), Want)
+                          .str());
+  }
+  std::string Rest;
+  if (Error E = Reader->readLine(Rest, 65536))
+    return E;
+  std::string Line = (Prefix + Rest).str();
+  Expected<json::Value> Parsed = json::parse(Line);
+  if (!Parsed)
+    return NotTyped("the frame line is not JSON: " +
+                    toString(Parsed.takeError()));
+  const json::Object *Obj = Parsed->getAsObject();
+  std::optional<int64_t> GotId = Obj ? Obj->getInteger("advice") : std::nullopt;
+  const json::Value *SpecJSON = Obj ? Obj->get("spec") : nullptr;
+  if (!GotId || !SpecJSON || Obj->size() != 2)
+    return NotTyped("the frame line must be an object with exactly the keys "
+                    "\"advice\" (an integer) and \"spec\"");
+  if (*GotId != Id)
+    return pipeError(std::errc::protocol_error,
+                     formatv("{0}: expected the advice for observation {1}, "
+                             "got the advice for observation {2}",
+                             InPath, Id, *GotId)
+                         .str());
+  Expected<TensorSpec> Given = TensorSpec::fromJSON(*SpecJSON);
+  if (!Given)
+    return NotTyped("its spec is not a tensor spec: " +
+                    toString(Given.takeError()));
+  if (Given->name() != Advice.name() || Given->type() != Advice.type() ||
+      Given->shape() != Advice.shape())
+    return pipeError(
+        std::errc::protocol_error,
+        formatv("{0}: the advice for observation {1} does not match the advice "
+                "spec '{2}': expected {3}, got {4}",
+                InPath, Id, Advice.name(),
+                describeSpec(Advice.type(), Advice.shape(), Advice.name()),
+                describeSpec(Given->type(), Given->shape(), Given->name()))
+            .str());
+  Expected<TensorValue> V =
+      decodeRawTensor(Advice, Advice.shape(), *Reader, Options.Limits);
+  if (!V)
+    return V.takeError();
+  char End;
+  if (Error E = Reader->readExact(MutableArrayRef<char>(&End, 1)))
+    return E;
+  if (End != '\n')
+    return pipeError(
+        std::errc::protocol_error,
+        formatv("{0}: the advice for observation {1} ('{2}'{3}) is not "
+                "followed by the frame's final newline (byte 0x{4:x-2} at "
+                "byte offset {5}): the frame holds more than its spec says",
+                InPath, Id, Advice.name(), describeSize(Advice),
+                static_cast<unsigned char>(End), Reader->offset() - 1)
+            .str());
   return V;
 }
 

@@ -8,6 +8,7 @@ raw advice bytes back). The real opt/llc runs are the lit tests (test/lit/*/*-pi
 from __future__ import annotations
 
 import errno
+import io
 import os
 import select
 import stat
@@ -691,8 +692,101 @@ def test_interface_announces_its_extensions_until_closed(channel: FifoChannel) -
         assert ci.evaluate() is None
         assert stat.S_IMODE(ci.ext_path.stat().st_mode) == 0o600
     fake.join()
-    assert seen == ["end\n"]
+    assert seen == ["end\ntyped-reply\n"]
     assert not Path(f"{channel.base}.ext").exists()
+
+
+def typed_frame(i: int, raw: bytes) -> bytes:
+    """A typed-reply frame for the advice spec ``ADVICE``: what the C++ runner reads."""
+    return b'{"advice":%d,"spec":%s}\n%s\n' % (i, ADVICE.to_json(), raw)
+
+
+def test_typed_replies_once_the_compiler_acknowledges_them(channel: FifoChannel) -> None:
+    ack = b'{"extensions":["end","typed-reply"]}\n'
+    records = stream(HEADER, Context("f"), observation(0), observation(1), End())
+
+    def script(c: FakeCompiler) -> None:
+        c.write(ack + records[0] + records[1] + records[2])
+        c.read_reply(len(typed_frame(0, bytes(8))))
+        c.write(records[3])
+        c.read_reply(len(typed_frame(1, bytes(8))))
+        c.write(records[4])
+
+    fake = FakeCompiler(channel.base, script).start()
+    capture = io.BytesIO()
+    with PipeCompilerInterface(
+        channel.base, timeout=BOUND, connect_timeout=BOUND, capture=capture
+    ) as ci:
+        obs = ci.evaluate()
+        assert obs is not None and ci.typed_replies
+        assert ci.compiler_extensions == ("end", "typed-reply")
+        ci.respond(np.int64(7))  # the raw fast path, framed too
+        assert ci.evaluate() is not None
+        ci.respond(8)
+        assert ci.evaluate() is None and ci.ended
+    fake.join()
+    assert fake.replies == [
+        typed_frame(0, np.int64(7).tobytes()),
+        typed_frame(1, np.int64(8).tobytes()),
+    ]
+    # The acknowledgement is the pipe's negotiation, not a record: never captured;
+    # the replies are captured as the SerDes' advice messages.
+    data = capture.getvalue()
+    assert not data.startswith(b'{"extensions"')
+    assert b'{"advice":0}\n' + np.int64(7).tobytes() + b"\n" in data
+    s, reader, kinds = get_serdes("bitstream"), BytesReader(data), []
+    while (record := s.decode(reader)) is not None:
+        kinds.append(getattr(record, "kind", type(record).__name__))
+    assert kinds == [
+        "Header", "Context", MessageKind.OBSERVATION, MessageKind.ADVICE,
+        MessageKind.OBSERVATION, MessageKind.ADVICE, "End",
+    ]  # fmt: skip
+
+
+def test_raw_replies_without_an_acknowledgement(channel: FifoChannel) -> None:
+    # Stock LLVM sends no acknowledgement: its header comes first, replies stay raw.
+    def script(c: FakeCompiler) -> None:
+        c.write(b"".join(stream(HEADER, observation(0))))
+        c.read_reply(8)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        assert ci.evaluate() is not None
+        assert not ci.typed_replies and ci.compiler_extensions == ()
+        ci.respond(5)
+        assert ci.evaluate() is None
+    fake.join()
+    assert fake.replies == [np.int64(5).tobytes()]
+
+
+def test_typed_replies_can_be_left_unannounced(channel: FifoChannel) -> None:
+    seen: list[str] = []
+
+    def script(c: FakeCompiler) -> None:
+        seen.append(Path(f"{c.base}.ext").read_text())
+        c.write(b"".join(stream(HEADER, observation(0))))
+        c.read_reply(8)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(
+        channel.base, timeout=BOUND, connect_timeout=BOUND, typed_replies=False
+    ) as ci:
+        assert ci.evaluate() is not None
+        ci.respond(5)
+        assert ci.evaluate() is None
+    fake.join()
+    assert seen == ["end\n"]
+
+
+def test_a_malformed_acknowledgement_is_an_error(channel: FifoChannel) -> None:
+    def script(c: FakeCompiler) -> None:
+        c.write(b'{"extensions":"typed-reply"}\n' + b"".join(stream(HEADER, observation(0))))
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        with pytest.raises(PipeError, match="acknowledgement of the extensions"):
+            ci.evaluate()
+    fake.join()
 
 
 def test_stale_folders_with_an_announcement_are_removed(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <future>
 #include <mutex>
 #include <poll.h>
 #include <pwd.h>
@@ -254,6 +255,9 @@ TEST_F(PipeRunnerTest, PythonModelSideBitstream) {
       ASSERT_TRUE(static_cast<bool>(A)) << errorText(A.takeError());
       EXPECT_EQ(*A, I + 2 + I);
     }
+    // mlbridge's model side announces typed-reply: its frames are what the
+    // runner read and checked above.
+    EXPECT_TRUE(R->typedReplies());
   } // the runner closes the FIFOs: the model sees the end and exits
   EXPECT_EQ(Py.wait(), 0);
 }
@@ -770,6 +774,176 @@ TEST_F(PipeRunnerTest, PythonModelSideGetsOutcomesNewSpecsAndTheEnd) {
         << Name;
     ::unlink(Report.c_str());
   }
+}
+
+// -- reply checks (hardening issue #19) --------------------------------------
+
+/// The typed-reply frame of \p Payload for observation \p Id, its spec given
+/// as JSON.
+std::string typedFrame(int64_t Id, StringRef SpecJSON, StringRef Payload) {
+  return "{\"advice\":" + std::to_string(Id) + ",\"spec\":" + SpecJSON.str() +
+         "}\n" + Payload.str() + "\n";
+}
+
+constexpr const char *SpecD =
+    "{\"name\":\"d\",\"type\":\"int64_t\",\"port\":0,\"shape\":[1]}";
+
+TEST_F(PipeRunnerTest, RawReplyWithLeftoverBytesIsAnError) {
+  MLB_ASSERT_VALUE(R, PipeModelRunner::create(
+                          specs(), createSpec<int64_t>("d", {1}), options()));
+  std::string Msg;
+  {
+    ModelThread M([&] {
+      RawModel Model(Base);
+      if (!Model.open())
+        return;
+      Model.readLine(); // header
+      Model.read(18 + 8 + 12 + 1);
+      Model.write(rawBytes<int64_t>(1) + rawBytes<int64_t>(1)); // two for one
+      Model.read(100); // until the runner closes
+    });
+    Msg = errorText(R->evaluate<int64_t>().takeError());
+  }
+  EXPECT_CONTAINS(Msg, "the model sent 8 bytes after the advice for "
+                       "observation 0 ('d' is 8 bytes)");
+  EXPECT_CONTAINS(Msg, "a raw reply has no framing");
+  EXPECT_TRUE(R->failed());
+}
+
+TEST_F(PipeRunnerTest, LeftoverBytesAfterTheLastReplyFailTheEnd) {
+  // Sent after the runner has read the reply: found by finish().
+  announce(Base, "end\n");
+  MLB_ASSERT_VALUE(R, PipeModelRunner::create(
+                          specs(), createSpec<int64_t>("d", {1}), options()));
+  std::promise<void> Evaluated, Sent;
+  std::string Rest = "unset";
+  {
+    ModelThread M([&] {
+      RawModel Model(Base);
+      if (!Model.open())
+        return;
+      Model.readLine();
+      Model.read(18 + 8 + 12 + 1);
+      Model.write(rawBytes<int64_t>(3));
+      Evaluated.get_future().wait_for(Bound);
+      Model.write("xyz");
+      Sent.set_value();
+      Rest = Model.read(100); // no end record: the session failed
+    });
+    Expected<int64_t> A = R->evaluate<int64_t>();
+    Evaluated.set_value();
+    ASSERT_TRUE(static_cast<bool>(A)) << errorText(A.takeError());
+    EXPECT_EQ(*A, 3);
+    Sent.get_future().wait_for(Bound);
+    std::string Msg = errorText(R->finish());
+    EXPECT_CONTAINS(
+        Msg, "the model sent 3 bytes after the advice for observation 0");
+  }
+  EXPECT_EQ(Rest, "");
+  ::unlink((Base + ".ext").c_str());
+}
+
+TEST_F(PipeRunnerTest, TypedReplyIsAcknowledgedAndChecked) {
+  announce(Base, "end typed-reply\n");
+  MLB_ASSERT_VALUE(R, PipeModelRunner::create(
+                          specs(), createSpec<int64_t>("d", {1}), options()));
+  std::string Ack, Header;
+  std::string Msg;
+  {
+    ModelThread M([&] {
+      RawModel Model(Base);
+      if (!Model.open())
+        return;
+      Ack = Model.readLine();
+      Header = Model.readLine();
+      Model.read(18 + 8 + 12 + 1);
+      Model.write(typedFrame(0, SpecD, rawBytes<int64_t>(42)));
+      Model.read(18 + 8 + 12 + 1);
+      std::string Double = SpecD;
+      Double.replace(Double.find("int64_t"), 7, "double");
+      Model.write(typedFrame(1, Double, rawBytes<double>(1.0)));
+      Model.read(100);
+    });
+    Expected<int64_t> A = R->evaluate<int64_t>();
+    ASSERT_TRUE(static_cast<bool>(A)) << errorText(A.takeError());
+    EXPECT_EQ(*A, 42);
+    EXPECT_TRUE(R->typedReplies());
+    Msg = errorText(R->evaluate<int64_t>().takeError());
+  }
+  EXPECT_EQ(Ack, "{\"extensions\":[\"end\",\"typed-reply\"]}\n");
+  EXPECT_EQ(Header.substr(0, 13), "{\"features\":[");
+  EXPECT_CONTAINS(Msg, "the advice for observation 1 does not match the "
+                       "advice spec 'd': expected int64_t [1] 'd', got "
+                       "double [1] 'd'");
+  ::unlink((Base + ".ext").c_str());
+}
+
+TEST_F(PipeRunnerTest, TypedReplyRefusesWhatItsFrameDoesNotSay) {
+  std::string Shape2 = SpecD;
+  Shape2.replace(Shape2.find("[1]"), 3, "[2]");
+  struct Case {
+    std::string Reply;
+    const char *Expected;
+  };
+  for (const Case &C : {
+           Case{rawBytes<int64_t>(5), "is not a typed reply (byte offset 0): "
+                                      "byte 0 is 0x05, expected '{'"},
+           Case{typedFrame(0, Shape2,
+                           rawBytes<int64_t>(1) + rawBytes<int64_t>(1)),
+                "expected int64_t [1] 'd', got int64_t [2] 'd'"},
+           Case{typedFrame(0, SpecD, rawBytes<int64_t>(1) + "x"),
+                "('d' is 8 bytes) is not followed by the frame's final "
+                "newline (byte 0x78"},
+           Case{typedFrame(3, SpecD, rawBytes<int64_t>(1)),
+                "expected the advice for observation 0, got the advice for "
+                "observation 3"},
+           Case{"{\"advice\":0}\n" + rawBytes<int64_t>(1) + "\n",
+                "must be an object with exactly the keys"},
+       }) {
+    announce(Base, "typed-reply");
+    std::string Msg;
+    {
+      MLB_ASSERT_VALUE(R, PipeModelRunner::create(specs(),
+                                                  createSpec<int64_t>("d", {1}),
+                                                  options()));
+      ModelThread M([&] {
+        RawModel Model(Base);
+        if (!Model.open())
+          return;
+        EXPECT_EQ(Model.readLine(), "{\"extensions\":[\"typed-reply\"]}\n");
+        Model.readLine();
+        Model.read(18 + 8 + 12 + 1);
+        Model.write(C.Reply);
+        Model.read(100);
+      });
+      Msg = errorText(R->evaluate<int64_t>().takeError());
+    }
+    EXPECT_CONTAINS(Msg, C.Expected);
+    ::unlink((Base + ".ext").c_str());
+  }
+}
+
+TEST_F(PipeRunnerTest, TypedReplyIsNotUsedWithRecordSerDes) {
+  // JSON replies are records already: no acknowledgement, no frames.
+  announce(Base, "end typed-reply\n");
+  MLB_ASSERT_VALUE(R, PipeModelRunner::create(specs(),
+                                              createSpec<int64_t>("d", {1}),
+                                              options(SerDesKind::JSON)));
+  std::string First;
+  {
+    ModelThread M([&] {
+      RawModel Model(Base);
+      if (!Model.open())
+        return;
+      First = Model.readLine();
+      Model.read(200);
+    });
+    MLB_ASSERT_OK(R->connect());
+    EXPECT_FALSE(R->typedReplies());
+    R.reset();
+  }
+  EXPECT_EQ(First.substr(0, 13), "{\"features\":[");
+  ::unlink((Base + ".ext").c_str());
 }
 
 } // namespace
