@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 
@@ -15,9 +16,12 @@ def die_with_parent(argv: list[str], sig: int = signal.SIGKILL) -> list[str]:
     ``setpriv --pdeathsig`` just before it executes ``argv`` (the setting survives
     ``execve``): a compiler started by a trainer that is killed (even by SIGKILL) is
     killed too, instead of spinning on a closed pipe (stock LLVM's interactive mode
-    busy-loops there). Unlike a ``preexec_fn``, this runs no Python between ``fork`` and
-    ``exec``, which is unsafe in a process with threads (gRPC's fork handlers abort
-    such a child), and lets :mod:`subprocess` use ``vfork``. The signal follows the
+    busy-loops there). A trainer that dies before the signal is set leaves an orphan
+    whose parent is no longer this process: a ``sh`` between ``setpriv`` and ``argv``
+    checks that and exits (127) instead of running ``argv``. Unlike a ``preexec_fn``,
+    this runs no Python between ``fork`` and ``exec``, which is unsafe in a process
+    with threads (gRPC's fork handlers abort such a child), and lets :mod:`subprocess`
+    use ``vfork``. The signal follows the
     *thread* that started the child: start compilers from a thread that lives as long
     as they should.
 
@@ -30,4 +34,7 @@ def die_with_parent(argv: list[str], sig: int = signal.SIGKILL) -> list[str]:
             "setpriv is not installed: the compilers of a gym environment need it to die "
             "with the trainer (apt install util-linux)"
         )
-    return [setpriv, f"--pdeathsig={signal.Signals(sig).name.removeprefix('SIG')}", "--", *argv]
+    sh = shutil.which("sh") or "/bin/sh"
+    check = f'[ "$PPID" = {os.getpid()} ] || exit 127; exec "$@"'
+    name = signal.Signals(sig).name.removeprefix("SIG")
+    return [setpriv, f"--pdeathsig={name}", "--", sh, "-c", check, "sh", *argv]
