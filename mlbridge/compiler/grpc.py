@@ -542,13 +542,62 @@ class GrpcCompilerInterface(Closing):
         self._pending = None
         self.answered += 1
 
-    def run(self, policy: Policy) -> int:
-        """Answer every observation with ``policy`` until the episode ends; return the count."""
+    def run(
+        self, policy: Policy, *, deadline: float | None = None, max_queries: int | None = None
+    ) -> int:
+        """Answer every observation with ``policy`` until the episode ends; return the count.
+
+        Args:
+            policy: Called with each :class:`Observation`; returns the advice.
+            deadline: Bound, in seconds, of the whole episode from this call (``None``: no
+                bound beyond each call's ``timeout``). Each call's deadline is cut to what
+                is left, so a compiler that keeps asking ends the episode however quick
+                each call is.
+            max_queries: The most observations to answer (``None``: no limit); one more
+                ends the episode unanswered.
+
+        Raises:
+            GrpcTimeoutError: If the episode outlasts ``deadline`` (or a call its timeout).
+            GrpcError: If the compiler asks more than ``max_queries`` queries, or a call
+                fails.
+        """
+        if deadline is not None:
+            deadline = _check_seconds(deadline, "deadline")
+        if max_queries is not None and max_queries < 0:
+            raise ValueError(f"max_queries must be >= 0, got {max_queries}")
+        end = None if deadline is None else time.monotonic() + deadline
+        saved = self.timeout
         count = 0
-        while (obs := self.evaluate()) is not None:
-            self.respond(policy(obs))
-            count += 1
-        return count
+        try:
+            while True:
+                self.timeout = self._left(saved, end, deadline)
+                obs = self.evaluate()
+                if obs is None:
+                    return count
+                if max_queries is not None and count >= max_queries:
+                    raise GrpcError(
+                        f"the compiler at {self.address} asked more than max_queries="
+                        f"{max_queries} queries; the episode was ended unanswered"
+                    )
+                advice = policy(obs)
+                self.timeout = self._left(saved, end, deadline)
+                self.respond(advice)
+                count += 1
+        finally:
+            self.timeout = saved
+
+    def _left(self, timeout: float, end: float | None, deadline: float | None) -> float:
+        """The deadline of the next call: ``timeout``, cut to what is left of ``deadline``."""
+        if end is None:
+            return timeout
+        left = end - time.monotonic()
+        if left <= 0:
+            raise GrpcTimeoutError(
+                f"the episode with the compiler at {self.address} outlasted its deadline of "
+                f"{deadline:g} s ({self.answered} queries answered)",
+                "DEADLINE_EXCEEDED",
+            )
+        return min(timeout, left)
 
     def close(self) -> None:
         """Close the channel (idempotent)."""

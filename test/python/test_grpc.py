@@ -434,3 +434,36 @@ def test_ready_file_never_writes_through_a_planted_link(tmp_path: Path) -> None:
         f"ready.tmp{os.getpid()}",
         "victim",
     ]
+
+
+def test_run_ends_an_episode_that_asks_more_than_max_queries(tmp_path, tool):
+    proc = start_compiler(tool, tmp_path / "ready", 5, 0)
+    try:
+        address = wait_for_ready_file(tmp_path / "ready", BOUND, alive=lambda: proc.poll() is None)
+        with GrpcCompilerInterface(address, timeout=BOUND) as ci:
+            with pytest.raises(GrpcError, match="more than max_queries=2 queries"):
+                ci.run(lambda obs: np.int64(1), max_queries=2)
+            assert ci.answered == 2
+    finally:
+        proc.kill()
+        proc.communicate(timeout=BOUND)
+
+
+def test_run_ends_an_episode_that_outlasts_its_deadline_however_quick_each_call(tmp_path, tool):
+    # 50 queries of 0.1 s each would take 5 s; every call is quick, the episode is not.
+    proc = start_compiler(tool, tmp_path / "ready", 50, 0)
+    try:
+        address = wait_for_ready_file(tmp_path / "ready", BOUND, alive=lambda: proc.poll() is None)
+        with GrpcCompilerInterface(address, timeout=BOUND) as ci:
+
+            def slow(obs: Observation) -> np.int64:
+                time.sleep(0.1)
+                return np.int64(1)
+
+            with pytest.raises(GrpcTimeoutError, match="deadline"):
+                ci.run(slow, deadline=1.0)
+            assert 0 < ci.answered < 50
+            assert ci.timeout == BOUND  # each call's own bound is back
+    finally:
+        proc.kill()
+        proc.communicate(timeout=BOUND)
