@@ -430,6 +430,8 @@ Expected<std::optional<Record>> BitstreamSerDes::decode(ByteReader &Reader) {
   if (Record *R = std::get_if<Record>(&**L))
     return std::move(*R);
   const MessageLine &ML = std::get<MessageLine>(**L);
+  if (Error E = checkMessageKeys(ML, "shapes", Name, Offset))
+    return E;
   Expected<Message> M =
       decodeMessage(ML.Kind, ML.Id, ML.Object, Offset, Reader);
   if (!M)

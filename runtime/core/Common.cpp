@@ -168,6 +168,26 @@ parseCommonLine(const json::Object &O, const DecoderLimits &Limits,
   return std::nullopt;
 }
 
+Error checkMessageKeys(const MessageLine &ML, StringRef Other,
+                       StringRef SerDesName, uint64_t Offset) {
+  StringRef Kind = messageKindName(ML.Kind);
+  std::vector<std::string> Unknown;
+  for (const auto &KV : ML.Object) {
+    StringRef Key = KV.first;
+    if (Key != Kind && Key != Other)
+      Unknown.push_back(Key.str());
+  }
+  if (Unknown.empty())
+    return Error::success();
+  llvm::sort(Unknown);
+  std::string List;
+  for (const std::string &K : Unknown)
+    List += (List.empty() ? "'" : ", '") + K + "'";
+  return decodeError(SerDesName, Kind + " record at byte offset " +
+                                     Twine(Offset) + " has unknown keys [" +
+                                     List + "] (it may have '" + Other + "')");
+}
+
 Expected<std::optional<LineRecord>>
 readLineRecord(ByteReader &Reader, const DecoderLimits &Limits,
                StringRef SerDesName, std::optional<Header> &CurrentHeader,

@@ -42,6 +42,11 @@ struct MessageLine {
   llvm::json::Object Object;
 };
 
+/// Refuses a message line with keys other than its kind key and \p Other
+/// ("shapes" in bitstream, "tensors" in JSON), as the Python decoders do.
+llvm::Error checkMessageKeys(const MessageLine &ML, llvm::StringRef Other,
+                             llvm::StringRef SerDesName, uint64_t Offset);
+
 /// One line of the bitstream or JSON SerDes, read and parsed: a complete
 /// header, context or end record, or the start of a message.
 using LineRecord = std::variant<Record, MessageLine>;

@@ -782,6 +782,8 @@ Expected<std::optional<Record>> JSONSerDes::decode(ByteReader &Reader) {
   if (Record *R = std::get_if<Record>(&**L))
     return std::move(*R);
   const MessageLine &ML = std::get<MessageLine>(**L);
+  if (Error E = checkMessageKeys(ML, "tensors", Name, Offset))
+    return E;
   const json::Array *Tensors = ML.Object.getArray("tensors");
   if (!Tensors)
     return decodeError(Name, "message at byte offset " + Twine(Offset) +

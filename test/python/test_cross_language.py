@@ -22,7 +22,7 @@ from conftest import VECTORS, built
 from hypothesis import HealthCheck, given, settings
 from support.vectors import case_to_json, record_from_json
 
-from mlbridge.errors import MLBridgeError
+from mlbridge.errors import MalformedInputError, MLBridgeError
 from mlbridge.serdes import SERDES_NAMES, Header, get_serdes
 from mlbridge.tensor_spec import ElementType, TensorSpec
 
@@ -176,3 +176,26 @@ def test_both_sides_reject_the_same_bad_constraints(tool, serdes, bad):
     )
     assert result.returncode == 1, result.stdout
     assert result.stderr.strip()
+
+
+# A message line may hold its kind key and "shapes" (bitstream) or "tensors" (JSON),
+# nothing else; the differential fuzzer found C++ accepting any other key.
+@pytest.mark.parametrize(
+    "serdes, line",
+    [
+        ("bitstream", b'{"observation":0,"extra":1}'),
+        ("bitstream", b'{"observation":0,"tensors":[]}'),
+        ("json", b'{"observation":0,"tensors":[],"tensorsx":1}'),
+        ("json", b'{"observation":0,"tensors":[],"shapes":{}}'),
+    ],
+)
+def test_both_sides_reject_a_message_line_with_an_unknown_key(tool, serdes, line):
+    header = Header((), TensorSpec("a", ElementType.INT64, (1,)))
+    data = get_serdes(serdes).encode_stream([header]) + line + b"\n"
+    with pytest.raises(MalformedInputError, match="tensorsx|extra|tensors|shapes"):
+        get_serdes(serdes).decode_stream(data)
+    result = subprocess.run(
+        [str(tool), "decode", serdes], input=data, capture_output=True, timeout=60
+    )
+    assert result.returncode == 1, result.stdout
+    assert b"unknown keys" in result.stderr, result.stderr
