@@ -213,7 +213,8 @@ TensorSpec createSpec(llvm::StringRef Name, llvm::ArrayRef<int64_t> Shape,
 }
 
 /// Multiplies \p Shape's dimensions (all non-negative); returns std::nullopt
-/// on overflow of \p Max.
+/// on overflow of \p Max. A shape with a zero dimension has 0 elements,
+/// however large its other dimensions.
 std::optional<uint64_t> shapeElementCount(llvm::ArrayRef<int64_t> Shape,
                                           uint64_t Max = INT64_MAX);
 

@@ -58,6 +58,10 @@ bool isIntegerType(ElementType Type) { return Type <= ElementType::UInt64; }
 
 std::optional<uint64_t> shapeElementCount(ArrayRef<int64_t> Shape,
                                           uint64_t Max) {
+  // A zero dimension makes no elements, however large the others (as the
+  // Python decoders count).
+  if (llvm::is_contained(Shape, 0))
+    return 0;
   uint64_t Count = 1;
   for (int64_t Dim : Shape) {
     assert(Dim >= 0 && "dynamic or negative dimension");

@@ -11,6 +11,7 @@ Records use the exact description of ``test/vectors/cases.json``. The build fold
 ``$MLBRIDGE_BUILD_DIR`` or ``<repo>/build``. A missing tool is a failure, never a skip.
 """
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -199,3 +200,31 @@ def test_both_sides_reject_a_message_line_with_an_unknown_key(tool, serdes, line
     )
     assert result.returncode == 1, result.stdout
     assert b"unknown keys" in result.stderr, result.stderr
+
+
+# A zero dimension makes an empty tensor however large the other dimensions: C++
+# refused [2147483648, 0] as too large while Python decoded zero elements.
+@pytest.mark.parametrize(
+    "serdes, line",
+    [
+        ("bitstream", b'{"observation":0,"shapes":{"t":[2147483648,0]}}\n'),
+        (
+            "json",
+            b'{"observation":0,"tensors":[{"name":"t","type":"int64_t",'
+            b'"shape":[2147483648,0],"data":[]}]}',
+        ),
+    ],
+)
+def test_both_sides_decode_a_huge_shape_with_a_zero_dimension_as_empty(tool, serdes, line):
+    header = Header((TensorSpec("t", ElementType.INT64, (-1, -1)),), None)
+    data = get_serdes(serdes).encode_stream([header]) + line + b"\n"
+    message = get_serdes(serdes).decode_stream(data)[-1]
+    assert message.tensors[0].shape == (2147483648, 0)
+    result = subprocess.run(
+        [str(tool), "decode", serdes], input=data, capture_output=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["records"][-1]["message"]["tensors"][0]["shape"] == [
+        2147483648,
+        0,
+    ]
