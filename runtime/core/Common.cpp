@@ -399,6 +399,9 @@ Error checkJSONLine(StringRef Line, size_t MaxDepth, StringRef SerDesName,
       continue;
     }
     switch (C) {
+    case '+':
+      // llvm::json::parse takes "+1" as a number; JSON (and Python) do not.
+      return Fail("has '+' outside a string (a JSON number has no plus sign)");
     case '{':
     case '[':
       Stack.push_back({C == '{', C == '{', StringRef()});

@@ -228,3 +228,19 @@ def test_both_sides_decode_a_huge_shape_with_a_zero_dimension_as_empty(tool, ser
         2147483648,
         0,
     ]
+
+
+# llvm::json takes "+1" as a number; JSON does not, nor Python (found by the
+# differential fuzzer in a header's shape).
+@pytest.mark.parametrize("serdes", ["bitstream", "json"])
+def test_both_sides_reject_a_plus_sign_before_a_number(tool, serdes):
+    header = Header((TensorSpec("t", ElementType.INT64, (1,)),), None)
+    data = get_serdes(serdes).encode_stream([header]).replace(b'"shape":[1]', b'"shape":[+1]')
+    assert b"[+1]" in data
+    with pytest.raises(MalformedInputError):
+        get_serdes(serdes).decode_stream(data)
+    result = subprocess.run(
+        [str(tool), "decode", serdes], input=data, capture_output=True, timeout=60
+    )
+    assert result.returncode == 1, result.stdout
+    assert b"plus sign" in result.stderr, result.stderr
