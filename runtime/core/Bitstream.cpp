@@ -188,6 +188,12 @@ private:
                           ArrayRef<TensorRef> Tensors, std::string &Out);
   /// The specs of messages of \p Kind in the current header.
   Expected<std::vector<const TensorSpec *>> specsFor(MessageKind Kind) const;
+  /// The concrete shape of each of \p Specs, from \p Shapes (the line's
+  /// `shapes`) for the dynamic ones; every shape error comes before any value
+  /// is read.
+  Error resolveShapes(ArrayRef<const TensorSpec *> Specs,
+                      const json::Object *Shapes, uint64_t Offset,
+                      std::vector<std::vector<int64_t>> &Out) const;
   Expected<Message> decodeMessage(MessageKind Kind, int64_t Id,
                                   const json::Object &Line, uint64_t Offset,
                                   ByteReader &Reader);
@@ -343,36 +349,33 @@ Error BitstreamSerDes::encodeMessageLine(MessageKind Kind, int64_t Id,
   return Error::success();
 }
 
-Expected<Message> BitstreamSerDes::decodeMessage(MessageKind Kind, int64_t Id,
-                                                 const json::Object &Line,
-                                                 uint64_t Offset,
-                                                 ByteReader &Reader) {
-  Expected<std::vector<const TensorSpec *>> Specs = specsFor(Kind);
-  if (!Specs)
-    return Specs.takeError();
-  const json::Object *Shapes = Line.getObject("shapes");
-  if (Line.get("shapes") && !Shapes)
-    return decodeError(Name, "'shapes' of the message at byte offset " +
-                                 Twine(Offset) + " is not an object");
+Error BitstreamSerDes::resolveShapes(
+    ArrayRef<const TensorSpec *> Specs, const json::Object *Shapes,
+    uint64_t Offset, std::vector<std::vector<int64_t>> &Out) const {
+  std::string Where = "message at byte offset " + std::to_string(Offset);
   if (Shapes) {
-    for (const auto &KV : *Shapes)
-      if (llvm::none_of(*Specs, [&](const TensorSpec *S) {
-            return S->name() == KV.first.str();
-          }))
-        return decodeError(Name, "'shapes' of the message at byte offset " +
-                                     Twine(Offset) + " names '" +
-                                     KV.first.str() +
+    for (const auto &KV : *Shapes) {
+      StringRef Key = KV.first;
+      const TensorSpec *const *S = llvm::find_if(
+          Specs, [&](const TensorSpec *T) { return T->name() == Key; });
+      if (S == Specs.end())
+        return decodeError(Name, "'shapes' of the " + Where + " names '" + Key +
                                      "', which the header does not list");
+      if (!(*S)->isDynamic())
+        return decodeError(Name, "'shapes' of the " + Where +
+                                     " gives a shape for '" + Key +
+                                     "', whose spec is static");
+    }
   }
-  Message M;
-  M.Kind = Kind;
-  M.Id = Id;
-  M.Tensors.reserve(Specs->size());
-  uint64_t Budget = limits().MaxMessageBytes;
-  for (const TensorSpec *Spec : *Specs) {
+  Out.clear();
+  for (const TensorSpec *Spec : Specs) {
     std::vector<int64_t> Shape(Spec->shape().begin(), Spec->shape().end());
-    const json::Value *Given = Shapes ? Shapes->get(Spec->name()) : nullptr;
-    if (Given) {
+    if (Spec->isDynamic()) {
+      const json::Value *Given = Shapes ? Shapes->get(Spec->name()) : nullptr;
+      if (!Given)
+        return decodeError(Name, Where +
+                                     " gives no shape for dynamic tensor '" +
+                                     Spec->name() + "'");
       const json::Array *A = Given->getAsArray();
       if (!A)
         return decodeError(Name, "shape of tensor '" + Spec->name() +
@@ -390,16 +393,41 @@ Expected<Message> BitstreamSerDes::decodeMessage(MessageKind Kind, int64_t Id,
                                      " of tensor '" + Spec->name() +
                                      "' contradicts the header's " +
                                      formatShape(Spec->shape()));
-    } else if (Spec->isDynamic()) {
-      return decodeError(Name, "message at byte offset " + Twine(Offset) +
-                                   " gives no shape for dynamic tensor '" +
-                                   Spec->name() + "'");
     }
-    Expected<uint64_t> Count = checkShape(Shape, Spec->type(), Spec->name());
+    Out.push_back(std::move(Shape));
+  }
+  return Error::success();
+}
+
+Expected<Message> BitstreamSerDes::decodeMessage(MessageKind Kind, int64_t Id,
+                                                 const json::Object &Line,
+                                                 uint64_t Offset,
+                                                 ByteReader &Reader) {
+  Expected<std::vector<const TensorSpec *>> Specs = specsFor(Kind);
+  if (!Specs)
+    return Specs.takeError();
+  const json::Object *Shapes = Line.getObject("shapes");
+  if (Line.get("shapes") && !Shapes)
+    return decodeError(Name, "'shapes' of the message at byte offset " +
+                                 Twine(Offset) + " is not an object");
+  // First every shape, then the values: a line that is wrong anywhere is
+  // malformed before any value is read, as in the Python decoder.
+  std::vector<std::vector<int64_t>> TensorShapes;
+  if (Error E = resolveShapes(*Specs, Shapes, Offset, TensorShapes))
+    return E;
+  Message M;
+  M.Kind = Kind;
+  M.Id = Id;
+  M.Tensors.reserve(Specs->size());
+  uint64_t Budget = limits().MaxMessageBytes;
+  for (size_t I = 0; I < Specs->size(); ++I) {
+    const TensorSpec &Spec = *(*Specs)[I];
+    const std::vector<int64_t> &Shape = TensorShapes[I];
+    Expected<uint64_t> Count = checkShape(Shape, Spec.type(), Spec.name());
     if (!Count)
       return decodeError(Name, toString(Count.takeError()));
     Expected<TensorValue> V =
-        readValues(Spec->name(), Spec->type(), Shape, *Count, Reader, Budget);
+        readValues(Spec.name(), Spec.type(), Shape, *Count, Reader, Budget);
     if (!V)
       return decodeError(Name, toString(V.takeError()));
     M.Tensors.push_back(std::move(*V));
