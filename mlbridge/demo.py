@@ -269,7 +269,9 @@ def plot(rows: Sequence[CompileStats], path: Path) -> None:
                     changes.append((getattr(sizes, measure) / before - 1) * 100)
             data.append(changes)
         positions = list(range(len(others)))
-        ax.boxplot(data, positions=positions, vert=False, widths=0.6, showfliers=False)
+        ax.boxplot(
+            data, positions=positions, orientation="horizontal", widths=0.6, showfliers=False
+        )
         for i, changes in enumerate(data):
             ax.scatter(changes, [i] * len(changes), s=8, alpha=0.5)
         ax.axvline(0, color="grey", linewidth=0.8)
