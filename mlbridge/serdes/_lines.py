@@ -11,7 +11,9 @@ import orjson
 from mlbridge.errors import LimitExceededError, MalformedInputError, MLBridgeError
 from mlbridge.serdes.base import DecodeLimits
 from mlbridge.serdes.records import Context, End, Header
-from mlbridge.tensor_spec import TensorSpec
+from mlbridge.tensor_spec import DYNAMIC, TensorSpec
+
+INT64_MAX = 2**63 - 1
 
 END_LINE = b'{"end":true}\n'
 KIND_KEYS = ("observation", "outcome", "advice")
@@ -101,12 +103,40 @@ def parse_header(obj: dict[str, Any], offset: int, limits: DecodeLimits) -> Head
         key: None if obj.get(key) is None else _spec(obj[key], key, offset)
         for key in ("score", "advice")
     }
-    check_spec_limits((*specs, *(s for s in optional.values() if s is not None)), limits, offset)
+    # Every malformed spec before any limit, as the C++ decoder: a header with several
+    # faults gets the same error class from both.
+    all_specs = (*specs, *(s for s in optional.values() if s is not None))
+    check_spec_shapes(all_specs, offset)
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise MalformedInputError(f"header at byte offset {offset}: duplicate feature {dup!r}")
+    check_spec_limits(all_specs, limits, offset)
     return Header(specs, advice=optional["advice"], score=optional["score"])
+
+
+def check_spec_shapes(specs: Iterable[TensorSpec], offset: int) -> None:
+    """Refuse a header spec with a dimension or an element count that is not an int64.
+
+    A zero dimension makes no elements, however large the others (as in C++).
+
+    Raises:
+        MalformedInputError: Naming the spec.
+    """
+    for spec in specs:
+        count = 1
+        for d in spec.shape:
+            if d > INT64_MAX:
+                raise MalformedInputError(
+                    f"header at byte offset {offset}: spec {spec.name!r} has dimension {d}, "
+                    "which is not an int64"
+                )
+            if d != DYNAMIC:
+                count *= d
+        if count > INT64_MAX:
+            raise MalformedInputError(
+                f"header at byte offset {offset}: tensor spec {spec.name!r} has too many elements"
+            )
 
 
 def check_spec_limits(specs: Iterable[TensorSpec], limits: DecodeLimits, offset: int) -> None:
@@ -122,11 +152,6 @@ def check_spec_limits(specs: Iterable[TensorSpec], limits: DecodeLimits, offset:
                 f"more than max_rank={limits.max_rank}"
             )
         for d in spec.shape:
-            if d > 2**63 - 1:
-                raise MalformedInputError(
-                    f"header at byte offset {offset}: spec {spec.name!r} has dimension {d}, "
-                    "which is not an int64"
-                )
             if d > limits.max_dim:
                 raise LimitExceededError(
                     f"header at byte offset {offset}: spec {spec.name!r} has dimension {d}, "

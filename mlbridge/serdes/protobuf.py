@@ -185,6 +185,7 @@ def record_from_proto(rec: Any, limits: DecodeLimits, offset: int = 0) -> Record
         advice = _spec_from_pb(h.advice, f"{where}: advice") if h.HasField("advice") else None
         score = _spec_from_pb(h.score, f"{where}: score") if h.HasField("score") else None
         specs = (*features, *(s for s in (advice, score) if s is not None))
+        _lines.check_spec_shapes(specs, offset)
         _lines.check_spec_limits(specs, limits, offset)
         return Header(features, advice=advice, score=score)
     if which == "context":

@@ -72,30 +72,19 @@ Expected<Header> parseHeader(const json::Object &O,
       return createStringError(inconvertibleErrorCode(),
                                "header has an unknown key '%s'",
                                KV.first.str().c_str());
-  // Also checks dimensions against the limit before the spec is built (a
-  // spec refuses a shape of too many elements in words of its own).
-  auto CheckSpecKeys = [&Limits](const json::Value &V) -> Error {
-    const json::Object *S = V.getAsObject();
-    if (!S)
-      return Error::success();
-    for (const auto &KV : *S)
-      if (KV.first != "name" && KV.first != "type" && KV.first != "port" &&
-          KV.first != "shape" && KV.first != "range" && KV.first != "mask")
-        return createStringError(inconvertibleErrorCode(),
-                                 "tensor spec has an unknown key '%s'",
-                                 KV.first.str().c_str());
-    if (const json::Array *Shape = S->getArray("shape"))
-      for (const json::Value &D : *Shape)
-        if (std::optional<int64_t> N = D.getAsInteger();
-            N && *N > Limits.MaxDimension)
-          return createStringError(
-              inconvertibleErrorCode(),
-              "spec '%s' has dimension %lld, above the limit of %lld "
-              "(MaxDimension)",
-              S->getString("name").value_or("?").str().c_str(),
-              static_cast<long long>(*N),
-              static_cast<long long>(Limits.MaxDimension));
-    return Error::success();
+  // The same order as the Python decoder, so that a header with several
+  // faults gets the same error class in both: the feature count, then every
+  // malformed spec (unknown keys, types, shapes whose element count overflows
+  // int64, duplicate names), and only then the rank and dimension limits.
+  auto ParseSpec = [](const json::Value &V) -> Expected<TensorSpec> {
+    if (const json::Object *S = V.getAsObject())
+      for (const auto &KV : *S)
+        if (KV.first != "name" && KV.first != "type" && KV.first != "port" &&
+            KV.first != "shape" && KV.first != "range" && KV.first != "mask")
+          return createStringError(inconvertibleErrorCode(),
+                                   "tensor spec has an unknown key '%s'",
+                                   KV.first.str().c_str());
+    return TensorSpec::fromJSON(V);
   };
   const json::Array *Features = O.getArray("features");
   if (!Features)
@@ -108,34 +97,33 @@ Expected<Header> parseHeader(const json::Object &O,
                              Features->size(), Limits.MaxTensors);
   H.Features.reserve(Features->size());
   for (const json::Value &V : *Features) {
-    if (Error E = CheckSpecKeys(V))
-      return E;
-    Expected<TensorSpec> Spec = TensorSpec::fromJSON(V);
+    Expected<TensorSpec> Spec = ParseSpec(V);
     if (!Spec)
       return Spec.takeError();
-    if (Error E = checkSpecLimits(*Spec, Limits))
-      return E;
     H.Features.push_back(std::move(*Spec));
+  }
+  for (auto [Key, Slot] : {std::pair(StringRef("score"), &H.Score),
+                           std::pair(StringRef("advice"), &H.Advice)}) {
+    const json::Value *V = O.get(Key);
+    if (!V || V->kind() == json::Value::Null)
+      continue;
+    Expected<TensorSpec> Spec = ParseSpec(*V);
+    if (!Spec)
+      return Spec.takeError();
+    *Slot = std::move(*Spec);
   }
   StringSet<> Names;
   for (const TensorSpec &Spec : H.Features)
     if (!Names.insert(Spec.name()).second)
       return createStringError(inconvertibleErrorCode(),
                                "duplicate feature '%s'", Spec.name().c_str());
-  for (auto [Key, Slot] : {std::pair(StringRef("advice"), &H.Advice),
-                           std::pair(StringRef("score"), &H.Score)}) {
-    const json::Value *V = O.get(Key);
-    if (!V || V->kind() == json::Value::Null)
-      continue;
-    if (Error E = CheckSpecKeys(*V))
+  for (const TensorSpec &Spec : H.Features)
+    if (Error E = checkSpecLimits(Spec, Limits))
       return E;
-    Expected<TensorSpec> Spec = TensorSpec::fromJSON(*V);
-    if (!Spec)
-      return Spec.takeError();
-    if (Error E = checkSpecLimits(*Spec, Limits))
-      return E;
-    *Slot = std::move(*Spec);
-  }
+  for (const std::optional<TensorSpec> *Spec : {&H.Score, &H.Advice})
+    if (*Spec)
+      if (Error E = checkSpecLimits(**Spec, Limits))
+        return E;
   return H;
 }
 

@@ -23,9 +23,12 @@ namespace mlbridge {
 /// Fills \p P with \p S.
 void specToProto(const TensorSpec &S, v1::TensorSpec &P);
 
-/// Reads a spec, applying \p Limits; errors start with "protobuf: ".
-llvm::Expected<TensorSpec> specFromProto(const v1::TensorSpec &P,
-                                         const DecoderLimits &Limits);
+/// Reads a spec; errors start with "protobuf: ". The decoder limits are
+/// checked apart (checkSpecLimits), after every spec of a header is read.
+llvm::Expected<TensorSpec> specFromProto(const v1::TensorSpec &P);
+
+/// Refuses \p S if its rank or a dimension is above \p Limits.
+llvm::Error checkSpecLimits(const TensorSpec &S, const DecoderLimits &Limits);
 
 /// Fills \p P (which must be empty) with a message of \p Tensors; fails if a
 /// tensor's data does not match its shape or its name is not UTF-8.

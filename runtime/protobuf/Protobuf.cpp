@@ -42,25 +42,28 @@ void specToProto(const TensorSpec &S, v1::TensorSpec &P) {
   P.set_port(S.port());
 }
 
-Expected<TensorSpec> specFromProto(const v1::TensorSpec &P,
-                                   const DecoderLimits &Limits) {
+Expected<TensorSpec> specFromProto(const v1::TensorSpec &P) {
   Expected<ElementType> Type = fromProto(P.type(), P.name());
   if (!Type)
     return Type.takeError();
-  if (static_cast<size_t>(P.shape_size()) > Limits.MaxRank)
-    return decodeError(Name, "spec '" + P.name() + "' has rank " +
-                                 Twine(P.shape_size()) +
-                                 ", above the limit (MaxRank)");
-  for (int64_t D : P.shape())
-    if (D > Limits.MaxDimension)
-      return decodeError(Name, "spec '" + P.name() + "' has dimension " +
-                                   Twine(D) +
-                                   ", above the limit (MaxDimension)");
   std::vector<int64_t> Shape(P.shape().begin(), P.shape().end());
   Expected<TensorSpec> S = TensorSpec::create(P.name(), *Type, Shape, P.port());
   if (!S)
     return decodeError(Name, toString(S.takeError()));
   return S;
+}
+
+Error checkSpecLimits(const TensorSpec &S, const DecoderLimits &Limits) {
+  if (S.rank() > Limits.MaxRank)
+    return decodeError(Name, "spec '" + S.name() + "' has rank " +
+                                 Twine(S.rank()) +
+                                 ", above the limit (MaxRank)");
+  for (int64_t D : S.shape())
+    if (D > Limits.MaxDimension)
+      return decodeError(Name, "spec '" + S.name() + "' has dimension " +
+                                   Twine(D) +
+                                   ", above the limit (MaxDimension)");
+  return Error::success();
 }
 
 /// Fails if \p M, or a message inside it, holds a field of a known number
@@ -321,24 +324,33 @@ Expected<std::optional<Record>> ProtobufSerDes::decode(ByteReader &Reader) {
       return decodeError(Name, "header at byte offset " + Twine(Offset) +
                                    " has " + Twine(P.features_size()) +
                                    " features, above the limit (MaxTensors)");
+    // Every spec is read before any limit is checked, as in the Python
+    // decoder: a header with several faults gets the same error class.
     for (const v1::TensorSpec &S : P.features()) {
-      Expected<TensorSpec> Spec = specFromProto(S, limits());
+      Expected<TensorSpec> Spec = specFromProto(S);
       if (!Spec)
         return Spec.takeError();
       H.Features.push_back(std::move(*Spec));
     }
     if (P.has_advice()) {
-      Expected<TensorSpec> Spec = specFromProto(P.advice(), limits());
+      Expected<TensorSpec> Spec = specFromProto(P.advice());
       if (!Spec)
         return Spec.takeError();
       H.Advice = std::move(*Spec);
     }
     if (P.has_score()) {
-      Expected<TensorSpec> Spec = specFromProto(P.score(), limits());
+      Expected<TensorSpec> Spec = specFromProto(P.score());
       if (!Spec)
         return Spec.takeError();
       H.Score = std::move(*Spec);
     }
+    for (const TensorSpec &S : H.Features)
+      if (Error E = checkSpecLimits(S, limits()))
+        return E;
+    for (const std::optional<TensorSpec> *S : {&H.Advice, &H.Score})
+      if (*S)
+        if (Error E = checkSpecLimits(**S, limits()))
+          return E;
     CurrentHeader = H;
     return Record(std::move(H));
   }

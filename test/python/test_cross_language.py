@@ -244,3 +244,66 @@ def test_both_sides_reject_a_plus_sign_before_a_number(tool, serdes):
     )
     assert result.returncode == 1, result.stdout
     assert b"plus sign" in result.stderr, result.stderr
+
+
+def decode_with_tool(tool: Path, serdes: str, data: bytes) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(tool), "decode", serdes], input=data, capture_output=True, timeout=60
+    )
+
+
+def header_bytes(serdes: str, header: Header, edit=None) -> bytes:
+    """``header`` encoded by ``serdes``; ``edit(proto)`` may change the protobuf record
+    first (a fault the Python encoder cannot make, such as an unknown type number)."""
+    if serdes != "protobuf" or edit is None:
+        return get_serdes(serdes).encode_stream([header])
+    from mlbridge.serdes.protobuf import encode_varint, record_to_proto
+
+    rec = record_to_proto(header)
+    edit(rec)
+    body = rec.SerializeToString()
+    return encode_varint(len(body)) + body
+
+
+# Each dimension within the limit, their product beyond an int64: C++ refused it
+# ("too many elements") and Python accepted it (the differential fuzzer's one
+# single-fault difference in a header).
+@pytest.mark.parametrize("serdes", SERDES_NAMES)
+def test_both_sides_reject_a_header_spec_whose_element_count_overflows(tool, serdes):
+    header = Header((TensorSpec("a", ElementType.FLOAT, (2**40, 2**40)),), None)
+    data = header_bytes(serdes, header)
+    with pytest.raises(MalformedInputError, match="too many elements"):
+        get_serdes(serdes).decode_stream(data)
+    result = decode_with_tool(tool, serdes, data)
+    assert result.returncode == 1, result.stdout
+    assert b"too many elements" in result.stderr, result.stderr
+
+
+# A header with a spec above the dimension limit and, after it, a malformed spec: both
+# report the malformed one (every spec is read before any limit is checked). C++ used to
+# check each spec's limits as it went and reported the limit.
+@pytest.mark.parametrize("serdes", SERDES_NAMES)
+def test_a_malformed_spec_outranks_an_earlier_spec_above_the_limits(tool, serdes):
+    header = Header(
+        (
+            TensorSpec("huge", ElementType.FLOAT, (2**41,)),
+            TensorSpec("bad", ElementType.FLOAT, (1,)),
+        ),
+        None,
+    )
+
+    def unknown_type(rec) -> None:
+        rec.header.features[1].type = 99
+
+    data = header_bytes(serdes, header, unknown_type)
+    if serdes != "protobuf":
+        data = data.replace(
+            b'"type":"float","port":0,"shape":[1]', b'"type":"float9","port":0,"shape":[1]'
+        )
+        assert b"float9" in data
+    with pytest.raises(MLBridgeError) as python_error:
+        get_serdes(serdes).decode_stream(data)
+    assert isinstance(python_error.value, MalformedInputError), python_error.value
+    result = decode_with_tool(tool, serdes, data)
+    assert result.returncode == 1, result.stdout
+    assert b"limit" not in result.stderr and b"bad" in result.stderr, result.stderr
