@@ -6,7 +6,7 @@ import os
 import shutil
 import signal
 
-__all__ = ["die_with_parent"]
+__all__ = ["die_with_parent", "killed_by_signal", "signal_name"]
 
 
 def die_with_parent(argv: list[str], sig: int = signal.SIGKILL) -> list[str]:
@@ -38,3 +38,27 @@ def die_with_parent(argv: list[str], sig: int = signal.SIGKILL) -> list[str]:
     check = f'[ "$PPID" = {os.getpid()} ] || exit 127; exec "$@"'
     name = signal.Signals(sig).name.removeprefix("SIG")
     return [setpriv, f"--pdeathsig={name}", "--", sh, "-c", check, "sh", *argv]
+
+
+def signal_name(code: int) -> str:
+    """``SIGSEGV (signal 11)`` for a ``Popen`` return code of ``-11``."""
+    try:
+        return f"{signal.Signals(-code).name} (signal {-code})"
+    except ValueError:
+        return f"signal {-code}"
+
+
+def killed_by_signal(argv0: str, code: int, answered: int, tail: str) -> str:
+    """The error of a compiler that a signal ended: never mistaken for a result.
+
+    Args:
+        argv0: The compiler's program.
+        code: Its ``Popen`` return code (negative: the signal number).
+        answered: The queries answered before it died.
+        tail: The end of its stderr ("" if it wrote nothing or it was not captured).
+    """
+    said = f"; its stderr ends with:\n{tail}" if tail else "; it wrote nothing on stderr"
+    return (
+        f"the compiler ({argv0}) was killed by {signal_name(code)} after "
+        f"{answered} answered queries: its output is not a result{said}"
+    )

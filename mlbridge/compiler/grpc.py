@@ -34,6 +34,7 @@ import inspect
 import logging
 import math
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -46,6 +47,7 @@ import grpc
 
 from mlbridge._closing import Closing
 from mlbridge._files import write_atomically
+from mlbridge._process import killed_by_signal
 from mlbridge.compiler.advice_constraints import with_stock_constraints
 from mlbridge.compiler.observation import Observation, Policy
 from mlbridge.errors import GrpcError, GrpcTimeoutError, MLBridgeError
@@ -434,6 +436,10 @@ class GrpcCompilerInterface(Closing):
     its next observation (``None`` once the compile is over) and :meth:`respond` answers
     it. The first call connects, waiting at most ``connect_timeout`` seconds.
 
+    Given the compiler's ``process`` (when the caller started it), a call that fails
+    because the compiler died says how it died: the signal that killed it (with the end
+    of its stderr, if that is a pipe) or its exit code, never a bare ``UNAVAILABLE``.
+
     Attributes:
         address: The compiler's ``host:port``.
         timeout: Deadline of each call, in seconds.
@@ -447,9 +453,11 @@ class GrpcCompilerInterface(Closing):
         timeout: float = DEFAULT_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        process: subprocess.Popen[Any] | None = None,
     ) -> None:
         _split_address(address)
         self.address = address
+        self._process = process
         self.timeout = _check_seconds(timeout, "timeout")
         self.connect_timeout = _check_seconds(connect_timeout, "connect_timeout")
         self._max = _check_bytes(max_message_bytes)
@@ -478,9 +486,45 @@ class GrpcCompilerInterface(Closing):
             f"gRPC CompilerService/{rpc} to {self.address} failed: {name}: "
             f"{e.details()} (deadline {self.timeout:g} s)"  # type: ignore[attr-defined]
         )
+        # A dead compiler makes calls fail as UNAVAILABLE (wait for it to finish dying);
+        # a call that ran out of time only asks whether it is gone already.
+        died = self._how_the_compiler_died(
+            wait=1.0 if code is not grpc.StatusCode.DEADLINE_EXCEEDED else 0.0
+        )
+        if died is not None:
+            return GrpcError(f"{died} ({message})", name)
         if code is grpc.StatusCode.DEADLINE_EXCEEDED:
             return GrpcTimeoutError(message, name)
         return GrpcError(message, name)
+
+    def _how_the_compiler_died(self, wait: float) -> str | None:
+        """Why a call failed, if the compiler's process ended: its signal or exit code."""
+        proc = self._process
+        if proc is None:
+            return None
+        try:
+            code = proc.wait(wait) if wait > 0 else proc.poll()
+        except subprocess.TimeoutExpired:
+            return None
+        if code is None:
+            return None
+        argv0 = str(proc.args[0] if isinstance(proc.args, list | tuple) else proc.args)
+        tail = ""
+        if proc.stderr is not None:
+            try:
+                _, err = proc.communicate(timeout=1.0)
+            except (subprocess.TimeoutExpired, ValueError, OSError):
+                err = None
+            if err:
+                text = err.decode(errors="replace") if isinstance(err, bytes) else err
+                tail = "\n".join(text.rstrip("\n").splitlines()[-20:])
+        if code < 0:
+            return killed_by_signal(argv0, code, self.answered, tail)
+        said = f"; its stderr ends with:\n{tail}" if tail else ""
+        return (
+            f"the compiler ({argv0}) exited with code {code} after {self.answered} answered "
+            f"queries{said}"
+        )
 
     def connect(self) -> None:
         """Wait (at most ``connect_timeout``) until the compiler's server accepts us."""
@@ -502,7 +546,8 @@ class GrpcCompilerInterface(Closing):
         Raises:
             GrpcTimeoutError: If nothing comes within ``timeout`` (or no connection within
                 ``connect_timeout``).
-            GrpcError: If the call fails (the compiler died: ``UNAVAILABLE``).
+            GrpcError: If the call fails (the compiler died: ``UNAVAILABLE``, or with
+                ``process`` given, how it died).
         """
         if self._done:
             return None

@@ -34,7 +34,6 @@ import codecs
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -48,6 +47,7 @@ import numpy as np
 
 from mlbridge._closing import Closing
 from mlbridge._files import write_atomically
+from mlbridge._process import killed_by_signal
 from mlbridge.compiler.advice_constraints import with_stock_constraints
 from mlbridge.compiler.fifo import (
     GYM_PREFIX,
@@ -710,23 +710,6 @@ def _exited_early(argv0: str, code: int, in_path: Path, has_base: bool, tail: st
     )
 
 
-def _signal_name(code: int) -> str:
-    """``SIGSEGV (signal 11)`` for a ``Popen`` return code of ``-11``."""
-    try:
-        return f"{signal.Signals(-code).name} (signal {-code})"
-    except ValueError:
-        return f"signal {-code}"
-
-
-def _killed_by_signal(argv0: str, code: int, answered: int, tail: str) -> str:
-    """The error of a compiler that a signal ended: never mistaken for a result."""
-    said = f"; its stderr ends with:\n{tail}" if tail else "; it wrote nothing on stderr"
-    return (
-        f"the compiler ({argv0}) was killed by {_signal_name(code)} after "
-        f"{answered} answered queries: its output is not a result{said}"
-    )
-
-
 def drive_compiler(
     command: Sequence[str],
     policy: Policy,
@@ -838,7 +821,7 @@ def drive_compiler(
                         code = None
                 if code is not None and code < 0:
                     return PipeClosedError(
-                        _killed_by_signal(argv[0], code, answered, stderr.tail())
+                        killed_by_signal(argv[0], code, answered, stderr.tail())
                     )
                 return None
 

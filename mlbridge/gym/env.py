@@ -29,7 +29,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from mlbridge._process import die_with_parent
+from mlbridge._process import die_with_parent, killed_by_signal
 from mlbridge.compiler.fifo import GYM_PREFIX, FifoChannel, remove_stale_channels
 from mlbridge.compiler.pipe import DEFAULT_CONNECT_TIMEOUT, Observation, PipeCompilerInterface
 from mlbridge.errors import MLBridgeError, PipeClosedError, PipeTimeoutError
@@ -422,6 +422,10 @@ class CompilerEnv(gymnasium.Env[dict[str, Array], Any]):
         """The compiler ended the session: wait for it, measure, end the episode."""
         try:
             code = ep.wait(self.exit_timeout)
+            if code < 0:
+                raise CompilationError(
+                    killed_by_signal(ep.argv[0], code, ep.ci.answered, ep.stderr_tail())
+                )
             if code != 0:
                 raise CompilationError(
                     f"the compiler ({ep.argv[0]}) exited with code {code}: {ep.stderr_tail()}"

@@ -467,3 +467,45 @@ def test_run_ends_an_episode_that_outlasts_its_deadline_however_quick_each_call(
     finally:
         proc.kill()
         proc.communicate(timeout=BOUND)
+
+
+# A compiler that a signal kills mid-episode: with its process given, the interface names
+# the signal and the end of its stderr instead of a bare UNAVAILABLE.
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
+def test_a_compiler_killed_by_a_signal_is_an_error_naming_the_signal(tmp_path, tool, sig):
+    proc = start_compiler(tool, tmp_path / "ready", 50, 0)
+    try:
+        address = wait_for_ready_file(tmp_path / "ready", BOUND, alive=lambda: proc.poll() is None)
+        with GrpcCompilerInterface(address, timeout=BOUND, process=proc) as ci:
+
+            def crash_after_two(obs: SharedObservation) -> np.int64:
+                if ci.answered == 2:
+                    os.kill(proc.pid, sig)
+                    proc.wait(BOUND)
+                return np.int64(1)
+
+            with pytest.raises(GrpcError) as error:
+                ci.run(crash_after_two)
+        message = str(error.value)
+        assert f"killed by {sig.name} (signal {int(sig)})" in message, message
+        assert "after 2 answered queries" in message, message
+        assert str(tool) in message
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=BOUND)
+
+
+def test_without_its_process_a_dead_compiler_is_unavailable(tmp_path, tool):
+    proc = start_compiler(tool, tmp_path / "ready", 50, 0)
+    try:
+        address = wait_for_ready_file(tmp_path / "ready", BOUND, alive=lambda: proc.poll() is None)
+        with GrpcCompilerInterface(address, timeout=BOUND) as ci:
+            assert ci.evaluate() is not None
+            proc.kill()
+            proc.wait(BOUND)
+            with pytest.raises(GrpcError, match="UNAVAILABLE") as error:
+                ci.respond(np.int64(1))
+            assert "killed" not in str(error.value)
+    finally:
+        proc.communicate(timeout=BOUND)

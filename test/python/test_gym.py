@@ -227,6 +227,30 @@ def test_a_compiler_that_fails_is_an_error_naming_it(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_compiler_killed_by_a_signal_is_an_error_naming_the_signal(tmp_path):
+    # The compile ends normally, then the process dies by SIGSEGV: its exit status is
+    # -11, which must never read as a result.
+    from mlbridge.gym.env import inliner_command
+
+    command = ["sh", "-c", '"$@" && kill -SEGV $$', "sh", *inliner_command(MODULE)]
+    env = CompilerEnv(
+        command,
+        n_actions=2,
+        output_name="output.ll",
+        timeout=BOUND,
+        connect_timeout=BOUND,
+        workdir_parent=tmp_path,
+    )
+    with env:
+        env.reset()
+        with pytest.raises(CompilationError, match=r"killed by SIGSEGV \(signal 11\)"):
+            while True:
+                _, _, terminated, _, _ = env.step(0)
+                if terminated:
+                    break
+    assert os.listdir(tmp_path) == []
+
+
 def test_max_steps_truncates_and_stops_the_compiler(tmp_path):
     with make_env(tmp_path, max_steps=2) as env:
         env.reset()
