@@ -26,9 +26,9 @@ from pathlib import Path
 
 import orjson
 
-from mlbridge.aot.abi import render_linked_header
+from mlbridge.aot.abi import DYNAMIC_BATCH, render_linked_header
 from mlbridge.llvm import find_llvm_tool
-from mlbridge.native.importer import ImportedModel, NativeCompileError, import_onnx
+from mlbridge.native.importer import ImportedModel, NativeCompileError, TensorInfo, import_onnx
 from mlbridge.native.wrapper import ELEMENT_TYPES, render_c_wrapper
 from mlbridge.tensor_spec import TensorSpec
 
@@ -84,13 +84,15 @@ def _run(tool: str, args: list[str], what: str) -> None:
 def native_specs(imported: ImportedModel) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
     """The (features, advice) tensor specs of an imported model."""
 
-    def specs(tensors: tuple[object, ...]) -> tuple[TensorSpec, ...]:
-        return tuple(
-            TensorSpec(t.name, ELEMENT_TYPES[t.dtype], t.shape)  # type: ignore[attr-defined]
-            for t in tensors
-        )
+    def specs(tensors: tuple[TensorInfo, ...]) -> tuple[TensorSpec, ...]:
+        return tuple(TensorSpec(t.name, ELEMENT_TYPES[t.dtype], _spec_shape(t)) for t in tensors)
 
     return specs(imported.inputs), specs(imported.outputs)
+
+
+def _spec_shape(t: TensorInfo) -> tuple[int, ...]:
+    """The shape of a tensor's spec: ``-1`` for the dynamic batch."""
+    return tuple(DYNAMIC_BATCH if t.batch and k == 0 else d for k, d in enumerate(t.shape))
 
 
 def _specs_path(out: Path) -> Path:
@@ -168,7 +170,10 @@ def compile_onnx_outputs(
                 "archiving the model",
             )
             header = out.with_name(f"{name}_mlbridge.h")
-            header.write_text(render_linked_header(name), encoding="utf-8")
+            header.write_text(
+                render_linked_header(name, dynamic_batch=imported.batch_symbol is not None),
+                encoding="utf-8",
+            )
         else:
             script = tmp / "exports.map"
             # As `mlbridge aot` links its models: only the ABI, under the ELF version
