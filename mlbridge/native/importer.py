@@ -1604,9 +1604,9 @@ class _BatchRules:
     def fail(self, why: str) -> NativeCompileError:
         symbol = self.t.batch_symbol
         return self.node.fail(
-            f"{why}, so its rows are not independent and the dynamic batch '{symbol}' "
-            f"cannot be compiled one row at a time; fix the batch with --dim {symbol}=N "
-            f"(dims={{'{symbol}': N}})"
+            f"{why}; a model with the dynamic batch '{symbol}' is compiled one row at a "
+            "time, which needs every node to keep the rows apart: fix the batch with "
+            f"--dim {symbol}=N (dims={{'{symbol}': N}})"
         )
 
     def run(self) -> list[int | None]:
@@ -1761,7 +1761,10 @@ class _BatchRules:
                 if out1[j] == 1 and out2[j] == 2 and math.prod(shape[:axis]) == math.prod(out1[:j]):
                     return j
         if out2 is None:
-            raise self.fail(f"its target shape does not hold at batch 2 (rows {shape} -> {out1})")
+            raise self.fail(
+                f"its target shape {out1} is fixed: at batch 2 its input "
+                f"{_with_batch(shape, axis, 2)} cannot take it"
+            )
         raise self.fail(
             f"it does not keep the batch axis {axis} whole (at batch 1: {shape} -> {out1}; "
             f"at batch 2: {_with_batch(shape, axis, 2)} -> {tuple(out2)})"
