@@ -708,25 +708,53 @@ class _Translator:
         for out, res in zip(outputs, results, strict=True):
             self.consts[out] = np.asarray(res)
         if any(n in self.consts2 for n in inputs):
-            # The same node at batch 2: its outputs depend on the batch size where they
-            # differ (None: it cannot be evaluated at batch 2, e.g. a fixed Reshape).
-            feeds2 = {n: self.consts2.get(n, self.consts[n]) for n in inputs}
-            results2: list[Any] | None = None
-            if all(v is not None for v in feeds2.values()):
-                try:
-                    results2 = list(ReferenceEvaluator(model).run(None, feeds2))
-                except Exception:  # noqa: BLE001 - as above
-                    results2 = None
-            for k, out in enumerate(outputs):
-                value2 = None if results2 is None else np.asarray(results2[k])
-                same = (
-                    value2 is not None
-                    and value2.shape == self.consts[out].shape
-                    and np.array_equal(value2, self.consts[out])
-                )
-                if not same:
-                    self.consts2[out] = value2
+            self._fold_at_batch_2(node, model, inputs, outputs)
         return True
+
+    def _fold_at_batch_2(
+        self,
+        node: _Node,
+        model: Any,  # noqa: ANN401
+        inputs: list[str],
+        outputs: list[str],
+    ) -> None:
+        """Follow the batch size through a folded node (see ``consts2``).
+
+        Every element of a batch-dependent constant with a batch-2 value is either fixed
+        or exactly the batch size: Shape makes such constants, and the nodes of
+        _SHAPE_PLUMBING only copy elements to places that do not depend on the batch, so
+        evaluating them at batch 1 and 2 tells which elements are the batch size, and an
+        output equal at both has none. Any other node (arithmetic on the batch size)
+        gives constants that only a refusal can use (None).
+        """
+        from onnx.reference import ReferenceEvaluator
+
+        proto = node.proto
+        carriers = _SHAPE_PLUMBING.get(node.op)
+        plumbing = node.op in _SHAPE_PLUMBING and (
+            node.op != "Cast" or int(node.attr("to", 0)) in (6, 7)  # int32, int64
+        )
+        for i, n in enumerate(proto.input):
+            if n in self.consts2 and (
+                self.consts2[n] is None or (carriers is not None and i not in carriers)
+            ):
+                plumbing = False
+        results2: list[Any] | None = None
+        if plumbing:
+            feeds2 = {n: self.consts2.get(n, self.consts[n]) for n in inputs}
+            try:
+                results2 = list(ReferenceEvaluator(model).run(None, feeds2))
+            except Exception:  # noqa: BLE001 - the reference evaluator raises anything
+                results2 = None
+        for k, out in enumerate(outputs):
+            value2 = None if results2 is None else np.asarray(results2[k])
+            fixed = (
+                value2 is not None
+                and value2.shape == self.consts[out].shape
+                and np.array_equal(value2, self.consts[out])
+            )
+            if not fixed:
+                self.consts2[out] = value2
 
     def _node(self, proto: Any) -> None:  # noqa: ANN401
         onnx = self.onnx
@@ -1556,6 +1584,21 @@ _ELEMENTWISE_OPS = frozenset(
 )  # fmt: skip
 
 
+#: Folded nodes that only move elements of a shape vector: the input positions that may
+#: carry the batch size (the others must not depend on it); None: every input.
+_SHAPE_PLUMBING: dict[str, frozenset[int] | None] = {
+    "Identity": frozenset({0}),
+    "Cast": frozenset({0}),
+    "Gather": frozenset({0}),
+    "Slice": frozenset({0}),
+    "Concat": None,
+    "Unsqueeze": frozenset({0}),
+    "Squeeze": frozenset({0}),
+    "Reshape": frozenset({0}),
+    "Flatten": frozenset({0}),
+}
+
+
 def _reshape_target(
     shape: Sequence[int], target: Sequence[int], allowzero: bool
 ) -> list[int] | None:
@@ -1774,6 +1817,11 @@ class _BatchRules:
         axis, shape = self.single()
         name = self.names[1]
         target2 = self.t.consts2.get(name, self.t.consts[name])
+        if target2 is None:
+            raise self.fail(
+                f"its target shape '{name}' is computed from the batch size by arithmetic, "
+                "which cannot be followed"
+            )
         out2 = None
         if target2 is not None:
             out2 = _reshape_target(
