@@ -64,6 +64,7 @@ class NativeOutputs:
     advice: tuple[TensorSpec, ...]
     ops: tuple[str, ...]
     seconds: float
+    batch_symbol: str | None = None
 
 
 def _run(tool: str, args: list[str], what: str) -> None:
@@ -217,6 +218,7 @@ def compile_onnx_outputs(
         advice=advice,
         ops=imported.ops,
         seconds=time.perf_counter() - start,
+        batch_symbol=imported.batch_symbol,
     )
 
 
@@ -232,14 +234,17 @@ def compile_onnx(
         name: The model name, a C identifier (``model_name()``; the linked-in symbols
             are ``mlbridge_aot_<name>_*``).
         static: Write a static library to link into a tool instead of a shared object.
-        dims: Values for the model's symbolic dimensions (``{"batch": 1}``).
+        dims: Values for the model's symbolic dimensions (``{"batch": 1}``). A symbolic
+            leading dimension the inputs share that ``dims`` leaves open becomes the
+            object's dynamic batch (``set_batch``; docs/native.md).
 
     Returns:
         ``out``. ``<stem>.specs.json`` (kind ``native``) is written beside it.
 
     Raises:
         NativeCompileError: If the model uses something native compilation does not
-            support (the message names the operator and node), or a tool fails.
+            support (the message names the operator and node), has a dynamic batch that
+            a node mixes across rows (named likewise), or a tool fails.
         mlbridge.llvm.LLVMToolError: If an LLVM 22 tool is missing.
     """
     return compile_onnx_outputs(model, out, name=name, static=static, dims=dims).path
