@@ -21,6 +21,11 @@
 /// versioning rule (see ModelSpecs.h): features the model does not know are
 /// not fed; a model input with no matching feature is an error.
 ///
+/// A model `mlbridge compile` built with a dynamic batch gives its leading
+/// dimension as -1 and exports `set_batch`: the runner takes the rows from
+/// the features bound to the batched inputs at each evaluation, and answers
+/// with that many rows.
+///
 //===----------------------------------------------------------------------===//
 
 #ifndef MLBRIDGE_TFAOTMODELRUNNER_H
@@ -44,7 +49,8 @@ inline constexpr uint32_t TFAOTAbiVersion = 1;
 /// The C ABI of a compiled model, version TFAOTAbiVersion. In a shared object
 /// each function is the symbol `mlbridge_aot_<suffix>`; linked in, it is
 /// `mlbridge_aot_<model>_<suffix>`. Indices are the model's own order of
-/// inputs and outputs; types are ElementType values; shapes are static.
+/// inputs and outputs; types are ElementType values; shapes are static, but
+/// for a leading -1 (DynamicDim): the batch of a model with SetBatch.
 struct TFAOTFunctions {
   uint32_t (*AbiVersion)() = nullptr;                           // abi_version
   const char *(*ModelName)() = nullptr;                         // model_name
@@ -68,6 +74,11 @@ struct TFAOTFunctions {
   /// 64-byte-aligned buffer, so the runner passes features without a copy.
   int32_t (*SetArgData)(mlbridge_aot_instance *, int32_t,
                         const void *) = nullptr; // set_arg_data
+  /// Only in models with a dynamic batch (a leading -1 in their shape
+  /// tables): the rows of the batched inputs and outputs for the following
+  /// runs (a new instance has 1); the instance's own buffers move. 0 on
+  /// success.
+  int32_t (*SetBatch)(mlbridge_aot_instance *, int64_t) = nullptr; // set_batch
 };
 
 /// Runs a TensorFlow AOT-compiled model in-process. Each runner owns one
@@ -111,6 +122,10 @@ private:
     explicit PrivateTag() = default;
   };
 
+  /// Sets the instance's batch to the rows of the features bound to its
+  /// batched inputs.
+  llvm::Error setBatchFrom(llvm::ArrayRef<TensorRef> Features);
+
   static llvm::Expected<std::unique_ptr<MLModelRunner>>
   createImpl(std::shared_ptr<Library> Lib, const TFAOTFunctions &Model,
              std::vector<TensorSpec> Features, TensorSpec Advice,
@@ -135,9 +150,17 @@ private:
   /// The feature buffer each input reads through SetArgData, or null when
   /// the features are copied into ArgBuffers.
   std::vector<const char *> BoundArgs;
+  /// Each input's bytes; one row's for a batched input.
   std::vector<size_t> ArgBytes;
+  /// Whether each input's leading dimension is the dynamic batch.
+  std::vector<bool> ArgBatched;
+  /// The rows the instance is set to (SetBatch); 1 when it is created.
+  int64_t Batch = 1;
   int32_t ResultIndex = -1;
   TensorSpec ResultSpec;
+  /// The advice output's bytes; one row's if it is batched.
+  size_t ResultBytes = 0;
+  bool ResultBatched = false;
 };
 
 } // namespace mlbridge

@@ -38,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SYMBOL=N",
         action="append",
         default=[],
-        help="the value of a symbolic dimension of the model's inputs (repeatable)",
+        help="the value of a symbolic dimension of the model's inputs (repeatable); a "
+        "symbolic leading dimension the inputs share left without one is a dynamic batch",
     )
     p.add_argument(
         "-v", "--verbose", action="store_true", help="list the operators and specs on stderr"
@@ -80,9 +81,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"input  {spec.name} {spec.type.llvm_name} {list(spec.shape)}", file=sys.stderr)
         for spec in outputs.advice:
             print(f"output {spec.name} {spec.type.llvm_name} {list(spec.shape)}", file=sys.stderr)
+    batch = f", dynamic batch '{outputs.batch_symbol}'" if outputs.batch_symbol else ""
     print(
         f"mlbridge compile: {name}: {len(outputs.features)} inputs, {len(outputs.advice)} "
-        f"outputs, in {outputs.seconds:.1f} s",
+        f"outputs{batch}, in {outputs.seconds:.1f} s",
         file=sys.stderr,
     )
     print(outputs.path)

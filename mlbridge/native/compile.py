@@ -26,9 +26,9 @@ from pathlib import Path
 
 import orjson
 
-from mlbridge.aot.abi import render_linked_header
+from mlbridge.aot.abi import DYNAMIC_BATCH, render_linked_header
 from mlbridge.llvm import find_llvm_tool
-from mlbridge.native.importer import ImportedModel, NativeCompileError, import_onnx
+from mlbridge.native.importer import ImportedModel, NativeCompileError, TensorInfo, import_onnx
 from mlbridge.native.wrapper import ELEMENT_TYPES, render_c_wrapper
 from mlbridge.tensor_spec import TensorSpec
 
@@ -64,6 +64,7 @@ class NativeOutputs:
     advice: tuple[TensorSpec, ...]
     ops: tuple[str, ...]
     seconds: float
+    batch_symbol: str | None = None
 
 
 def _run(tool: str, args: list[str], what: str) -> None:
@@ -84,13 +85,15 @@ def _run(tool: str, args: list[str], what: str) -> None:
 def native_specs(imported: ImportedModel) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
     """The (features, advice) tensor specs of an imported model."""
 
-    def specs(tensors: tuple[object, ...]) -> tuple[TensorSpec, ...]:
-        return tuple(
-            TensorSpec(t.name, ELEMENT_TYPES[t.dtype], t.shape)  # type: ignore[attr-defined]
-            for t in tensors
-        )
+    def specs(tensors: tuple[TensorInfo, ...]) -> tuple[TensorSpec, ...]:
+        return tuple(TensorSpec(t.name, ELEMENT_TYPES[t.dtype], _spec_shape(t)) for t in tensors)
 
     return specs(imported.inputs), specs(imported.outputs)
+
+
+def _spec_shape(t: TensorInfo) -> tuple[int, ...]:
+    """The shape of a tensor's spec: ``-1`` for the dynamic batch."""
+    return tuple(DYNAMIC_BATCH if t.batch and k == 0 else d for k, d in enumerate(t.shape))
 
 
 def _specs_path(out: Path) -> Path:
@@ -168,7 +171,10 @@ def compile_onnx_outputs(
                 "archiving the model",
             )
             header = out.with_name(f"{name}_mlbridge.h")
-            header.write_text(render_linked_header(name), encoding="utf-8")
+            header.write_text(
+                render_linked_header(name, dynamic_batch=imported.batch_symbol is not None),
+                encoding="utf-8",
+            )
         else:
             script = tmp / "exports.map"
             # As `mlbridge aot` links its models: only the ABI, under the ELF version
@@ -212,6 +218,7 @@ def compile_onnx_outputs(
         advice=advice,
         ops=imported.ops,
         seconds=time.perf_counter() - start,
+        batch_symbol=imported.batch_symbol,
     )
 
 
@@ -227,14 +234,17 @@ def compile_onnx(
         name: The model name, a C identifier (``model_name()``; the linked-in symbols
             are ``mlbridge_aot_<name>_*``).
         static: Write a static library to link into a tool instead of a shared object.
-        dims: Values for the model's symbolic dimensions (``{"batch": 1}``).
+        dims: Values for the model's symbolic dimensions (``{"batch": 1}``). A symbolic
+            leading dimension the inputs share that ``dims`` leaves open becomes the
+            object's dynamic batch (``set_batch``; docs/native.md).
 
     Returns:
         ``out``. ``<stem>.specs.json`` (kind ``native``) is written beside it.
 
     Raises:
         NativeCompileError: If the model uses something native compilation does not
-            support (the message names the operator and node), or a tool fails.
+            support (the message names the operator and node), has a dynamic batch that
+            a node mixes across rows (named likewise), or a tool fails.
         mlbridge.llvm.LLVMToolError: If an LLVM 22 tool is missing.
     """
     return compile_onnx_outputs(model, out, name=name, static=static, dims=dims).path

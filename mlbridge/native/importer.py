@@ -94,11 +94,17 @@ def _broadcast(shapes: Sequence[Sequence[int]], where: str) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """A graph input or output: its ONNX name, MLIR element type and static shape."""
+    """A graph input or output: its ONNX name, MLIR element type and shape.
+
+    With ``batch``, the leading dimension is the model's dynamic batch: ``shape`` is one
+    row's (its leading dimension is 1), the function computes one row, and the C wrapper
+    runs it once per row (see :func:`import_onnx`).
+    """
 
     name: str
     dtype: str
     shape: tuple[int, ...]
+    batch: bool = False
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,8 @@ class ImportedModel:
         inputs: The graph inputs, in order (the function's first arguments).
         outputs: The graph outputs, in order (the function's last arguments).
         ops: The operators the graph uses (after constant folding), sorted.
+        batch_symbol: The symbolic leading dimension left dynamic (the function computes
+            one row of it), or None if every dimension is static.
     """
 
     mlir: str
@@ -119,6 +127,7 @@ class ImportedModel:
     inputs: tuple[TensorInfo, ...]
     outputs: tuple[TensorInfo, ...]
     ops: tuple[str, ...]
+    batch_symbol: str | None = None
 
 
 @dataclass(frozen=True)
@@ -467,12 +476,27 @@ _UNARY_FLOAT = {
 
 
 class _Translator:
-    def __init__(self, model: Any, name: str) -> None:  # noqa: ANN401
+    def __init__(
+        self,
+        model: Any,  # noqa: ANN401
+        name: str,
+        batch_symbol: str | None = None,
+        batch_inputs: frozenset[str] = frozenset(),
+    ) -> None:
         import onnx
 
         self.onnx = onnx
         self.model = model
         self.name = name
+        # The dynamic batch (see import_onnx): the graph is translated at batch 1 while
+        # the batch axis of every value is tracked (None: the value does not depend on
+        # the batch rows), and every constant that depends on the batch size (a Shape of
+        # a batched value, and what is folded from it) is also evaluated at batch 2, in
+        # consts2 (None: it cannot be evaluated there).
+        self.batch_symbol = batch_symbol
+        self.batch_inputs = batch_inputs
+        self.batch_axis: dict[str, int | None] = {}
+        self.consts2: dict[str, np.ndarray[Any, Any] | None] = {}
         self.e = _Emitter()
         self.values: dict[str, _Val] = {}
         self.consts: dict[str, np.ndarray[Any, Any]] = {}
@@ -488,19 +512,34 @@ class _Translator:
     def value(self, name: str, node: _Node) -> _Val:
         if name in self.values:
             return self.values[name]
+        if name in self.consts2:
+            raise self._batch_size_used(node, name)
         if name in self.consts:
             v = self.e.constant_tensor(self.consts[name], node.where)
             self.values[name] = v
             return v
         raise node.fail(f"input '{name}' is not defined before the node")
 
-    def const_of(self, name: str, node: _Node, what: str) -> np.ndarray[Any, Any]:
+    def const_of(
+        self, name: str, node: _Node, what: str, *, batch_dependent: bool = False
+    ) -> np.ndarray[Any, Any]:
+        """A constant input; ``batch_dependent``: the caller checks its batch-2 value."""
         if name not in self.consts:
             raise node.fail(
                 f"its {what} ('{name}') must be a constant (an initializer or computed from "
                 "constants and static shapes) for native compilation"
             )
+        if name in self.consts2 and not batch_dependent:
+            raise self._batch_size_used(node, name)
         return self.consts[name]
+
+    def _batch_size_used(self, node: _Node, name: str) -> NativeCompileError:
+        return node.fail(
+            f"its input '{name}' depends on the size of the dynamic batch "
+            f"'{self.batch_symbol}' (it is computed from a Shape), which a model compiled "
+            "one row at a time cannot use; fix the batch with --dim "
+            f"{self.batch_symbol}=N (dims={{'{self.batch_symbol}': N}})"
+        )
 
     def optional(self, node: _Node, i: int) -> str | None:
         ins = node.proto.input
@@ -522,8 +561,11 @@ class _Translator:
             if vi.name in self.consts:
                 continue
             dtype, shape = self._io_type(vi, "input")
-            inputs.append(TensorInfo(vi.name, dtype, shape))
-        outputs = [TensorInfo(vi.name, *self._io_type(vi, "output")) for vi in graph.output]
+            inputs.append(TensorInfo(vi.name, dtype, shape, vi.name in self.batch_inputs))
+        batched = self.batch_symbol is not None
+        outputs = [
+            TensorInfo(vi.name, *self._io_type(vi, "output"), batch=batched) for vi in graph.output
+        ]
         if not inputs:
             raise NativeCompileError("the graph has no inputs")
         for i, t in enumerate(inputs):
@@ -532,6 +574,7 @@ class _Translator:
                 f"{_ttype(t.shape, t.dtype)}"
             )
             self.values[t.name] = _Val(ssa, t.shape, t.dtype)
+            self.batch_axis[t.name] = 0 if t.batch else None
         for proto in graph.node:
             self._node(proto)
         n_in = len(inputs)
@@ -539,6 +582,8 @@ class _Translator:
             node = _Node(graph.node[-1] if graph.node else onnx.NodeProto(), self.opset)
             if t.name not in self.values and t.name not in self.consts:
                 raise NativeCompileError(f"graph output '{t.name}' is not computed by any node")
+            if batched:
+                self._check_batched_output(t.name)
             v = self.value(t.name, node)
             if v.shape != t.shape or v.dtype != t.dtype:
                 raise NativeCompileError(
@@ -565,8 +610,35 @@ class _Translator:
             ]
         )
         return ImportedModel(
-            text, function, tuple(inputs), tuple(outputs), tuple(sorted(self.used_ops))
+            text,
+            function,
+            tuple(inputs),
+            tuple(outputs),
+            tuple(sorted(self.used_ops)),
+            self.batch_symbol,
         )
+
+    def _check_batched_output(self, name: str) -> None:
+        """Every output of a model with a dynamic batch has the batch as its axis 0."""
+        axis = self.batch_axis.get(name)
+        if axis == 0:
+            return
+        symbol = self.batch_symbol
+        if axis is None:
+            why = (
+                "does not depend on the rows of the batch (a constant, or computed from "
+                "inputs without it, or reduced over it)"
+            )
+        else:
+            why = f"has the batch as axis {axis}, not axis 0"
+        raise NativeCompileError(
+            f"graph output '{name}' {why}: with the dynamic batch '{symbol}' every output "
+            f"needs one row per input row; fix the batch with --dim {symbol}=N "
+            f"(dims={{'{symbol}': N}})"
+        )
+
+    def _batch_axes(self, node: _Node, results: Sequence[_Val]) -> list[int | None]:
+        return _BatchRules(self, node, results).run()
 
     def _type_of(self, vi: Any) -> tuple[str | None, tuple[int, ...] | None]:  # noqa: ANN401
         if vi.type.WhichOneof("value") != "tensor_type":
@@ -633,9 +705,56 @@ class _Translator:
             results = ReferenceEvaluator(model).run(None, {n: self.consts[n] for n in inputs})
         except Exception as exc:  # noqa: BLE001 - the reference evaluator raises anything
             raise node.fail(f"cannot evaluate it on its constant inputs: {exc}") from None
-        for out, res in zip([n for n in proto.output if n], results, strict=True):
+        for out, res in zip(outputs, results, strict=True):
             self.consts[out] = np.asarray(res)
+        if any(n in self.consts2 for n in inputs):
+            self._fold_at_batch_2(node, model, inputs, outputs)
         return True
+
+    def _fold_at_batch_2(
+        self,
+        node: _Node,
+        model: Any,  # noqa: ANN401
+        inputs: list[str],
+        outputs: list[str],
+    ) -> None:
+        """Follow the batch size through a folded node (see ``consts2``).
+
+        Every element of a batch-dependent constant with a batch-2 value is either fixed
+        or exactly the batch size: Shape makes such constants, and the nodes of
+        _SHAPE_PLUMBING only copy elements to places that do not depend on the batch, so
+        evaluating them at batch 1 and 2 tells which elements are the batch size, and an
+        output equal at both has none. Any other node (arithmetic on the batch size)
+        gives constants that only a refusal can use (None).
+        """
+        from onnx.reference import ReferenceEvaluator
+
+        proto = node.proto
+        carriers = _SHAPE_PLUMBING.get(node.op)
+        plumbing = node.op in _SHAPE_PLUMBING and (
+            node.op != "Cast" or int(node.attr("to", 0)) in (6, 7)  # int32, int64
+        )
+        for i, n in enumerate(proto.input):
+            if n in self.consts2 and (
+                self.consts2[n] is None or (carriers is not None and i not in carriers)
+            ):
+                plumbing = False
+        results2: list[Any] | None = None
+        if plumbing:
+            feeds2 = {n: self.consts2.get(n, self.consts[n]) for n in inputs}
+            try:
+                results2 = list(ReferenceEvaluator(model).run(None, feeds2))
+            except Exception:  # noqa: BLE001 - the reference evaluator raises anything
+                results2 = None
+        for k, out in enumerate(outputs):
+            value2 = None if results2 is None else np.asarray(results2[k])
+            fixed = (
+                value2 is not None
+                and value2.shape == self.consts[out].shape
+                and np.array_equal(value2, self.consts[out])
+            )
+            if not fixed:
+                self.consts2[out] = value2
 
     def _node(self, proto: Any) -> None:  # noqa: ANN401
         onnx = self.onnx
@@ -664,6 +783,20 @@ class _Translator:
             shape = x.shape if x is not None else self.consts[proto.input[0]].shape
             start, end = node.attr("start", 0), node.attr("end", None)
             self.consts[proto.output[0]] = np.array(shape[start:end], dtype=np.int64)
+            axis = self.batch_axis.get(proto.input[0])
+            if axis is not None:  # the size of the batch, at batch 2
+                shape2 = list(shape)
+                shape2[axis] = 2
+                self.consts2[proto.output[0]] = np.array(shape2[start:end], dtype=np.int64)
+            elif proto.input[0] in self.consts2:
+                other = self.consts2[proto.input[0]]
+                self.consts2[proto.output[0]] = (
+                    None if other is None else np.array(other.shape[start:end], dtype=np.int64)
+                )
+            if proto.output[0] in self.consts2:
+                other = self.consts2[proto.output[0]]
+                if other is not None and np.array_equal(other, self.consts[proto.output[0]]):
+                    del self.consts2[proto.output[0]]
             return
         if node.op == "Constant":
             self.consts[proto.output[0]] = self._constant(node)
@@ -680,9 +813,11 @@ class _Translator:
             if str(exc).startswith("operator "):
                 raise
             raise node.fail(str(exc)) from None
-        for out, v in zip(proto.output, results, strict=False):
+        axes = self._batch_axes(node, results) if self.batch_symbol else [None] * len(results)
+        for out, v, axis in zip(proto.output, results, axes, strict=False):
             if not out:
                 continue
+            self.batch_axis[out] = axis
             dtype, shape = self.types.get(out, (None, None))
             if shape is not None and shape != v.shape:
                 raise node.fail(
@@ -1042,15 +1177,11 @@ class _Translator:
 
     def _op_Reshape(self, node: _Node) -> list[_Val]:
         x = self.value(node.proto.input[0], node)
-        target = [int(d) for d in self.const_of(node.proto.input[1], node, "shape")]
-        allowzero = node.attr("allowzero", 0)
-        shape = [x.shape[i] if d == 0 and not allowzero else d for i, d in enumerate(target)]
-        if shape.count(-1) > 1:
-            raise node.fail("more than one -1 in the shape")
-        if -1 in shape:
-            known = math.prod(d for d in shape if d != -1)
-            shape[shape.index(-1)] = math.prod(x.shape) // known if known else 0
-        if math.prod(shape) != math.prod(x.shape):
+        target = [
+            int(d) for d in self.const_of(node.proto.input[1], node, "shape", batch_dependent=True)
+        ]
+        shape = _reshape_target(x.shape, target, bool(node.attr("allowzero", 0)))
+        if shape is None:
             raise node.fail(f"cannot reshape {x.shape} to {target}")
         return [self.e.reshape(x, shape)]
 
@@ -1439,12 +1570,358 @@ class _Translator:
         return [_Val(self._close_loops(inserted, t), data.shape, data.dtype)]
 
 
+# -- the dynamic batch: proving that rows are independent ----------------------------
+
+#: Operators that compute each element from the elements at the same (broadcast)
+#: position of their inputs.
+_ELEMENTWISE_OPS = frozenset(
+    {
+        "Abs", "Add", "And", "Cast", "Ceil", "Clip", "Div", "Dropout", "Equal", "Exp",
+        "Floor", "Greater", "GreaterOrEqual", "Identity", "LeakyRelu", "Less",
+        "LessOrEqual", "Log", "Max", "Min", "Mod", "Mul", "Neg", "Not", "Or", "Pow",
+        "Reciprocal", "Relu", "Sigmoid", "Sign", "Sqrt", "Sub", "Tanh", "Where", "Xor",
+    }
+)  # fmt: skip
+
+
+#: Folded nodes that only move elements of a shape vector: the input positions that may
+#: carry the batch size (the others must not depend on it); None: every input.
+_SHAPE_PLUMBING: dict[str, frozenset[int] | None] = {
+    "Identity": frozenset({0}),
+    "Cast": frozenset({0}),
+    "Gather": frozenset({0}),
+    "Slice": frozenset({0}),
+    "Concat": None,
+    "Unsqueeze": frozenset({0}),
+    "Squeeze": frozenset({0}),
+    "Reshape": frozenset({0}),
+    "Flatten": frozenset({0}),
+}
+
+
+def _reshape_target(
+    shape: Sequence[int], target: Sequence[int], allowzero: bool
+) -> list[int] | None:
+    """ONNX Reshape's output shape (``0`` copies, ``-1`` is inferred); None if invalid."""
+    out = [
+        shape[i] if d == 0 and not allowzero and i < len(shape) else d for i, d in enumerate(target)
+    ]
+    if out.count(-1) > 1 or any(d < -1 for d in out):
+        return None
+    if -1 in out:
+        known = math.prod(d for d in out if d != -1)
+        if not known or math.prod(shape) % known:
+            return None
+        out[out.index(-1)] = math.prod(shape) // known
+    return out if math.prod(out) == math.prod(shape) else None
+
+
+def _with_batch(shape: Sequence[int], axis: int, size: int) -> tuple[int, ...]:
+    return tuple(size if i == axis else d for i, d in enumerate(shape))
+
+
+class _BatchRules:
+    """The batch axis of a node's outputs from its inputs', or a refusal naming the node.
+
+    A node is accepted when it computes every slice along the batch axis of its outputs
+    from the same slice of its batched inputs alone (and all of its unbatched inputs), the
+    same way for every slice: then the graph compiled at batch 1 and run once per row
+    computes what the graph computes at any batch.
+    """
+
+    def __init__(self, t: _Translator, node: _Node, results: Sequence[_Val]) -> None:
+        self.t = t
+        self.node = node
+        self.names = list(node.proto.input)
+        self.results = results
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        if name in self.t.values:
+            return self.t.values[name].shape
+        return tuple(int(d) for d in self.t.consts[name].shape)
+
+    def axis(self, i: int) -> int | None:
+        name = self.names[i] if i < len(self.names) else ""
+        return self.t.batch_axis.get(name) if name else None
+
+    def fail(self, why: str) -> NativeCompileError:
+        symbol = self.t.batch_symbol
+        return self.node.fail(
+            f"{why}; a model with the dynamic batch '{symbol}' is compiled one row at a "
+            "time, which needs every node to keep the rows apart: fix the batch with "
+            f"--dim {symbol}=N (dims={{'{symbol}': N}})"
+        )
+
+    def run(self) -> list[int | None]:
+        node = self.node
+        batched = [i for i, n in enumerate(self.names) if n and self.axis(i) is not None]
+        if not batched:
+            return [None] * len(self.results)
+        op = node.op
+        handler = getattr(self, f"rule_{op}", None)
+        if op in _ELEMENTWISE_OPS or op == "Expand":
+            out = self.elementwise([0] if op == "Expand" else range(len(self.names)))
+        elif handler is not None:
+            out = handler()
+        else:
+            raise self.fail("this operator is not known to keep the rows of a batch apart")
+        return [out] + [None] * (len(self.results) - 1)
+
+    def elementwise(self, operands: Sequence[int]) -> int:
+        rank = self.results[0].rank
+        positions = set()
+        for i in operands:
+            a = self.axis(i)
+            if a is not None:
+                positions.add(a + rank - len(self.shape(self.names[i])))
+        if len(positions) != 1:
+            raise self.fail(f"its inputs have the batch on different axes {sorted(positions)}")
+        pos = positions.pop()
+        if self.results[0].shape[pos] != 1:
+            raise self.fail(
+                f"an input without the batch has {self.results[0].shape[pos]} elements "
+                f"along the batch axis {pos}"
+            )
+        return pos
+
+    def single(self, i: int = 0) -> tuple[int, tuple[int, ...]]:
+        for k, n in enumerate(self.names):
+            if n and k != i and self.axis(k) is not None:
+                raise self.fail(f"its input '{n}' has the batch too")
+        axis = self.axis(i)
+        if axis is None:
+            raise self.fail(f"the batch reaches it through input '{self.names[i]}' only")
+        return axis, self.shape(self.names[i])
+
+    def rule_MatMul(self) -> int:  # noqa: N802
+        # The output's stacked (broadcast) axes come first; the left rows follow them.
+        stacked = max(max(len(self.shape(n)) - 2, 0) for n in self.names[:2])
+        positions = set()
+        for i, side in ((0, "left"), (1, "right")):
+            a = self.axis(i)
+            if a is None:
+                continue
+            r = len(self.shape(self.names[i]))
+            if r >= 3 and a < r - 2:  # a broadcast (stacked matrices) axis
+                positions.add(stacked - (r - 2) + a)
+            elif side == "left" and r >= 2 and a == r - 2:  # the rows of the left matrix
+                positions.add(stacked)
+            else:
+                raise self.fail(
+                    f"the batch is axis {a} of its {side} operand '{self.names[i]}', which "
+                    "the product sums over or spreads across the columns"
+                )
+        if len(positions) != 1:
+            raise self.fail(f"its operands have the batch on different axes {sorted(positions)}")
+        pos = positions.pop()
+        if self.results[0].shape[pos] != 1:
+            raise self.fail("an operand without the batch has a stack of matrices along it")
+        return pos
+
+    def rule_Gemm(self) -> int:  # noqa: N802
+        node = self.node
+        a_axis = self.axis(0)
+        if self.axis(1) is not None:
+            raise self.fail(f"the batch is in its B operand '{self.names[1]}'")
+        if a_axis is not None and a_axis != (1 if node.attr("transA", 0) else 0):
+            raise self.fail(f"the batch is the inner dimension of its A operand '{self.names[0]}'")
+        c_axis = self.axis(2)
+        if c_axis is not None:
+            c_rank = len(self.shape(self.names[2]))
+            if c_rank != 2 or c_axis != 0:
+                raise self.fail(f"its C operand '{self.names[2]}' has the batch on its columns")
+        if self.results[0].shape[0] != 1:
+            raise self.fail("its A operand has rows that are not the batch")
+        return 0
+
+    def softmax(self) -> int:
+        axis, shape = self.single()
+        default = -1 if self.t.opset >= 13 else 1
+        along = self.t._axis(self.node, int(self.node.attr("axis", default)), len(shape))
+        if axis == along or (self.t.opset < 13 and axis > along):
+            raise self.fail(f"it normalizes over the batch axis {axis}")
+        return axis
+
+    rule_Softmax = softmax  # noqa: N815
+    rule_LogSoftmax = softmax  # noqa: N815
+
+    def argminmax(self) -> int:
+        axis, shape = self.single()
+        along = self.t._axis(self.node, int(self.node.attr("axis", 0)), len(shape))
+        if axis == along:
+            raise self.fail(f"it searches along the batch axis {axis}")
+        keep = bool(self.node.attr("keepdims", 1))
+        return axis if keep or along > axis else axis - 1
+
+    rule_ArgMax = argminmax  # noqa: N815
+    rule_ArgMin = argminmax  # noqa: N815
+
+    def reduce(self) -> int:
+        axis, shape = self.single()
+        x = _Val("", shape, "f32")
+        axes = self.t._reduce_axes(self.node, x)
+        if axes is None:
+            return axis
+        if axis in axes:
+            raise self.fail(f"it reduces over the batch axis {axis} (axes {sorted(axes)})")
+        keep = bool(self.node.attr("keepdims", 1))
+        return axis if keep else axis - sum(1 for a in axes if a < axis)
+
+    rule_ReduceSum = reduce  # noqa: N815
+    rule_ReduceMean = reduce  # noqa: N815
+    rule_ReduceMax = reduce  # noqa: N815
+    rule_ReduceMin = reduce  # noqa: N815
+
+    def rule_Concat(self) -> int:  # noqa: N802
+        axes = set()
+        for i, n in enumerate(self.names):
+            a = self.axis(i)
+            if n and a is None:
+                raise self.fail(f"it joins a batched input with '{n}', which has no batch")
+            if n and a is not None:
+                axes.add(a)
+        if len(axes) != 1:
+            raise self.fail(f"its inputs have the batch on different axes {sorted(axes)}")
+        axis = axes.pop()
+        rank = len(self.shape(self.names[0]))
+        along = self.t._axis(self.node, int(self.node.attr("axis")), rank)
+        if axis == along:
+            raise self.fail(f"it concatenates along the batch axis {axis}")
+        return axis
+
+    def rule_Transpose(self) -> int:  # noqa: N802
+        axis, shape = self.single()
+        perm = self.node.attr("perm") or list(reversed(range(len(shape))))
+        return [int(p) for p in perm].index(axis)
+
+    def reshaped(self, axis: int, shape: tuple[int, ...], out2: Sequence[int] | None) -> int:
+        """The output axis of a reshape that keeps the batch axis whole, else a refusal."""
+        out1 = self.results[0].shape
+        if out2 is not None and len(out2) == len(out1):
+            differ = [j for j in range(len(out1)) if out1[j] != out2[j]]
+            if len(differ) == 1:
+                j = differ[0]
+                if out1[j] == 1 and out2[j] == 2 and math.prod(shape[:axis]) == math.prod(out1[:j]):
+                    return j
+        if out2 is None:
+            raise self.fail(
+                f"its target shape {out1} is fixed: at batch 2 its input "
+                f"{_with_batch(shape, axis, 2)} cannot take it"
+            )
+        raise self.fail(
+            f"it does not keep the batch axis {axis} whole (at batch 1: {shape} -> {out1}; "
+            f"at batch 2: {_with_batch(shape, axis, 2)} -> {tuple(out2)})"
+        )
+
+    def rule_Reshape(self) -> int:  # noqa: N802
+        axis, shape = self.single()
+        name = self.names[1]
+        target2 = self.t.consts2.get(name, self.t.consts[name])
+        if target2 is None:
+            raise self.fail(
+                f"its target shape '{name}' is computed from the batch size by arithmetic, "
+                "which cannot be followed"
+            )
+        out2 = None
+        if target2 is not None:
+            out2 = _reshape_target(
+                _with_batch(shape, axis, 2),
+                [int(d) for d in target2.reshape(-1)],
+                bool(self.node.attr("allowzero", 0)),
+            )
+        return self.reshaped(axis, shape, out2)
+
+    def rule_Flatten(self) -> int:  # noqa: N802
+        axis, shape = self.single()
+        at = int(self.node.attr("axis", 1))
+        at = at + len(shape) if at < 0 else at
+        shape2 = _with_batch(shape, axis, 2)
+        return self.reshaped(axis, shape, (math.prod(shape2[:at]), math.prod(shape2[at:])))
+
+    def rule_Squeeze(self) -> int:  # noqa: N802
+        axis, shape = self.single()
+        axes = self.t._axes_input(self.node, 1)
+        if axes is None:
+            raise self.fail(
+                "it squeezes every axis of size 1 (no axes given), the batch axis among them"
+            )
+        axes = [self.t._axis(self.node, a, len(shape)) for a in axes]
+        if axis in axes:
+            raise self.fail(f"it squeezes the batch axis {axis}")
+        return axis - sum(1 for a in axes if a < axis)
+
+    def rule_Unsqueeze(self) -> int:  # noqa: N802
+        axis, shape = self.single()
+        axes = self.t._axes_input(self.node, 1) or []
+        rank = len(shape) + len(axes)
+        inserted = {self.t._axis(self.node, a, rank) for a in axes}
+        kept = [i for i in range(rank) if i not in inserted]
+        return kept[axis]
+
+    def rule_Gather(self) -> int:  # noqa: N802
+        data, indices = self.axis(0), self.axis(1)
+        rank = len(self.shape(self.names[0]))
+        along = self.t._axis(self.node, int(self.node.attr("axis", 0)), rank)
+        q = len(self.shape(self.names[1]))
+        if data is not None and indices is not None:
+            raise self.fail("both its data and its indices have the batch")
+        if indices is not None:
+            return along + indices
+        assert data is not None
+        if data == along:
+            raise self.fail(f"it gathers along the batch axis {data}")
+        return data if data < along else data + q - 1
+
+    def rule_ScatterElements(self) -> int:  # noqa: N802
+        axes = [self.axis(i) for i in range(3)]
+        if axes[0] is None:
+            raise self.fail(
+                "it scatters batched values into a tensor without the batch (a sum or "
+                "selection over the rows of the batch)"
+            )
+        if len(set(axes)) != 1:
+            raise self.fail("its data, indices and updates do not all have the batch on one axis")
+        rank = len(self.shape(self.names[0]))
+        along = self.t._axis(self.node, int(self.node.attr("axis", 0)), rank)
+        if axes[0] == along:
+            raise self.fail(f"it scatters along the batch axis {along}")
+        return axes[0]
+
+    def rule_ScatterND(self) -> int:  # noqa: N802
+        data, indices, updates = (self.axis(i) for i in range(3))
+        if data is None:
+            raise self.fail(
+                "it scatters batched values into a tensor without the batch (a sum or "
+                "selection over the rows of the batch)"
+            )
+        if indices is not None:
+            raise self.fail(f"its indices '{self.names[1]}' have the batch")
+        index_shape = self.shape(self.names[1])
+        k = index_shape[-1]
+        if data < k:
+            raise self.fail(f"its indices select along the batch axis {data}")
+        if updates != len(index_shape) - 1 + data - k:
+            raise self.fail(
+                f"its updates '{self.names[2]}' do not have the batch where the data has"
+            )
+        return data
+
+
 def import_onnx(
     model: Any,  # noqa: ANN401 - an onnx.ModelProto
     name: str,
     dims: dict[str, int] | None = None,
 ) -> ImportedModel:
     """Translate an ONNX model into an MLIR module (see the module docstring).
+
+    A symbolic leading dimension that the inputs share and ``dims`` does not fix is a
+    dynamic batch: the graph is translated at batch 1 (``TensorInfo.batch`` marks the
+    inputs and outputs that have it) and the C wrapper runs it once per row. That is only
+    right when rows are independent, so the batch axis of every value is followed through
+    every node, and a node that mixes rows (a reduction over the batch, a Reshape that
+    merges it, a product that sums over it, a scatter into a tensor without it...), an
+    output without the batch on axis 0, or a use of the batch size as a value is an error
+    naming the node and the operator.
 
     Args:
         model: The ``onnx.ModelProto``.
@@ -1469,9 +1946,46 @@ def import_onnx(
             for d in vi.type.tensor_type.shape.dim:
                 if d.WhichOneof("value") == "dim_param" and d.dim_param in dims:
                     d.dim_value = int(dims[d.dim_param])
+    batch_symbol, batch_inputs = _batch_symbol(model_copy)
+    if batch_symbol is not None:
+        for vi in model_copy.graph.input:
+            if vi.name in batch_inputs:
+                vi.type.tensor_type.shape.dim[0].dim_value = 1
+        # Shape inference gives the outputs' leading dimension (checked to be the batch).
+        for vi in model_copy.graph.output:
+            dim = vi.type.tensor_type.shape.dim
+            if len(dim) and dim[0].WhichOneof("value") == "dim_param":
+                dim[0].ClearField("dim_param")
     try:
         inferred = onnx.shape_inference.infer_shapes(model_copy, strict_mode=True, data_prop=True)
     except Exception as exc:  # noqa: BLE001 - InferenceError and checker errors
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise NativeCompileError(f"ONNX shape inference failed: {first}") from None
-    return _Translator(inferred, name).run()
+    return _Translator(inferred, name, batch_symbol, batch_inputs).run()
+
+
+def _batch_symbol(model: Any) -> tuple[str | None, frozenset[str]]:  # noqa: ANN401
+    """The symbolic leading dimension the graph inputs share, and the inputs that have it.
+
+    Other symbolic dimensions are left for the translator to refuse, naming them.
+    """
+    initializers = {init.name for init in model.graph.initializer}
+    symbols: dict[str, list[str]] = {}
+    for vi in model.graph.input:
+        if vi.name in initializers or vi.type.WhichOneof("value") != "tensor_type":
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) and dims[0].WhichOneof("value") == "dim_param" and dims[0].dim_param:
+            symbols.setdefault(dims[0].dim_param, []).append(vi.name)
+    if not symbols:
+        return None, frozenset()
+    if len(symbols) > 1:
+        listed = "; ".join(f"'{s}' ({', '.join(names)})" for s, names in symbols.items())
+        first = next(iter(symbols))
+        raise NativeCompileError(
+            f"the graph inputs have different symbolic leading dimensions: {listed}; a "
+            f"dynamic batch is one symbol shared by the inputs: fix the others with --dim "
+            f"(e.g. --dim {first}=N)"
+        )
+    symbol, names = next(iter(symbols.items()))
+    return symbol, frozenset(names)

@@ -3,7 +3,9 @@
 :class:`NativeModel` loads a shared object that exports the ``mlbridge_aot_*`` functions
 (``mlbridge compile`` or ``mlbridge aot`` wrote it), creates one instance and runs it on
 numpy arrays. It is how the tests compare a native model with ONNX Runtime; compilers
-load the same object through the C++ ``TFAOTModelRunner``.
+load the same object through the C++ ``TFAOTModelRunner``. A model with a dynamic batch
+(``-1`` leading its shapes, ``set_batch`` exported) runs on as many rows as the inputs
+have.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from mlbridge.aot.abi import ABI_VERSION
+from mlbridge.aot.abi import ABI_VERSION, DYNAMIC_BATCH
 from mlbridge.native.importer import NativeCompileError
 from mlbridge.tensor_spec import ElementType, TensorSpec
 
@@ -55,6 +57,10 @@ class NativeModel:
         self._arg_data = self._fn("arg_data", vp, vp, ctypes.c_int32)
         self._result_data = self._fn("result_data", vp, vp, ctypes.c_int32)
         self._run = self._fn("run", ctypes.c_int32, vp)
+        self._set_batch: Any = None
+        if any(DYNAMIC_BATCH in s.shape for s in self.inputs + self.outputs):
+            self._set_batch = self._fn("set_batch", ctypes.c_int32, vp, ctypes.c_int64)
+        self._batch = 1  # a new instance's
         self._instance = self._create()
         if not self._instance:
             raise NativeCompileError(f"{self.path}: creating an instance failed (out of memory)")
@@ -87,31 +93,71 @@ class NativeModel:
             )
         return tuple(out)
 
+    @property
+    def dynamic_batch(self) -> bool:
+        """Whether the leading dimension of some inputs and outputs is a dynamic batch."""
+        return self._set_batch is not None
+
+    def _batch_of(self, values: dict[str, np.ndarray[Any, Any]]) -> int:
+        """The rows the batched inputs have (they must agree), after checking shapes."""
+        batch: tuple[str, int] | None = None
+        for spec in self.inputs:
+            value = values[spec.name]
+            if spec.shape[:1] != (DYNAMIC_BATCH,):
+                if value.size != int(np.prod(spec.shape)):
+                    raise NativeCompileError(
+                        f"input '{spec.name}' has {value.size} elements, expected shape "
+                        f"{spec.shape}"
+                    )
+                continue
+            if value.ndim != len(spec.shape) or value.shape[1:] != spec.shape[1:]:
+                raise NativeCompileError(
+                    f"input '{spec.name}' has shape {value.shape}, expected {spec.shape} "
+                    "(-1: any number of rows)"
+                )
+            if batch is not None and batch[1] != value.shape[0]:
+                raise NativeCompileError(
+                    f"inputs '{batch[0]}' and '{spec.name}' have different batches "
+                    f"({batch[1]} and {value.shape[0]} rows)"
+                )
+            batch = (spec.name, int(value.shape[0]))
+        return 1 if batch is None else batch[1]
+
     def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
         """Run the instance on ``feeds`` (by input name); copies of the outputs by name.
 
+        With a dynamic batch, the batched inputs give the rows (their leading dimension,
+        the same for all) and the outputs have as many.
+
         Raises:
-            NativeCompileError: If an input is missing or the run fails.
+            NativeCompileError: If an input is missing or has the wrong shape, batched
+                inputs disagree on the rows, or the run fails.
         """
-        for i, spec in enumerate(self.inputs):
+        values = {}
+        for spec in self.inputs:
             if spec.name not in feeds:
                 raise NativeCompileError(f"no value for input '{spec.name}'")
-            value = np.ascontiguousarray(feeds[spec.name], dtype=spec.type.numpy_dtype)
-            if value.size != int(np.prod(spec.shape)):
-                raise NativeCompileError(
-                    f"input '{spec.name}' has {value.size} elements, expected shape {spec.shape}"
-                )
-            ctypes.memmove(self._arg_data(self._instance, i), value.ctypes.data, value.nbytes)
+            values[spec.name] = np.ascontiguousarray(feeds[spec.name], dtype=spec.type.numpy_dtype)
+        batch = self._batch_of(values)
+        if self._set_batch is not None and batch != self._batch:
+            if self._set_batch(self._instance, batch) != 0:
+                raise NativeCompileError(f"{self.path}: set_batch({batch}) failed")
+            self._batch = batch
+        for i, spec in enumerate(self.inputs):
+            value = values[spec.name]
+            if value.nbytes:
+                ctypes.memmove(self._arg_data(self._instance, i), value.ctypes.data, value.nbytes)
         if self._run(self._instance) != 0:
             raise NativeCompileError(f"{self.path}: run failed")
         results = {}
         for j, spec in enumerate(self.outputs):
             dtype = spec.type.numpy_dtype
-            count = int(np.prod(spec.shape))
+            shape = tuple(batch if d == DYNAMIC_BATCH else d for d in spec.shape)
+            count = int(np.prod(shape))
             buf = (ctypes.c_char * (count * dtype.itemsize)).from_address(
                 self._result_data(self._instance, j)
             )
-            results[spec.name] = np.frombuffer(bytes(buf), dtype=dtype).reshape(spec.shape)
+            results[spec.name] = np.frombuffer(bytes(buf), dtype=dtype).reshape(shape)
         return results
 
     def close(self) -> None:

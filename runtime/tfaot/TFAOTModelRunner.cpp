@@ -66,7 +66,26 @@ static Expected<TensorSpec> readSpec(const char *Name, int32_t Type,
   if (!S)
     return aotError(Where + ": " + Role + " '" + Name +
                     "': " + toString(S.takeError()));
+  // Only the leading dimension may be dynamic: the batch (set_batch).
+  for (size_t D = 1; D < S->rank(); ++D)
+    if (S->shape()[D] == DynamicDim)
+      return aotError(Where + ": " + Role + " '" + Name +
+                      "' has a dynamic dimension " + Twine(D) +
+                      "; only the leading one (the batch) may be");
   return S;
+}
+
+/// True if \p S's leading dimension is the dynamic batch.
+static bool isBatched(const TensorSpec &S) {
+  return S.rank() > 0 && S.shape()[0] == DynamicDim;
+}
+
+/// The bytes of one row of \p S if it is batched, else of all of it.
+static size_t rowBytes(const TensorSpec &S) {
+  ArrayRef<int64_t> Shape = S.shape();
+  if (isBatched(S))
+    Shape = Shape.drop_front();
+  return static_cast<size_t>(*shapeElementCount(Shape)) * elementSize(S.type());
 }
 
 TFAOTModelRunner::TFAOTModelRunner(PrivateTag, std::vector<TensorSpec> Features,
@@ -97,9 +116,9 @@ TFAOTModelRunner::load(StringRef SharedObjectPath,
   auto Lib = std::make_shared<Library>(Handle);
   TFAOTFunctions Fns;
   void **Slots = reinterpret_cast<void **>(&Fns);
-  // The required functions, then the optional SetArgData.
+  // The required functions, then the optional SetArgData and SetBatch.
   static_assert(sizeof(TFAOTFunctions) ==
-                    (sizeof(SymbolSuffixes) / sizeof(SymbolSuffixes[0]) + 1) *
+                    (sizeof(SymbolSuffixes) / sizeof(SymbolSuffixes[0]) + 2) *
                         sizeof(void *),
                 "TFAOTFunctions and SymbolSuffixes disagree");
   // The version comes first: a library of another version may lack the rest.
@@ -129,6 +148,8 @@ TFAOTModelRunner::load(StringRef SharedObjectPath,
                     "; rebuild it with `mlbridge aot`");
   void *SetArgData = Lib->symbol("mlbridge_aot_set_arg_data");
   std::memcpy(&Fns.SetArgData, &SetArgData, sizeof(void *));
+  void *SetBatch = Lib->symbol("mlbridge_aot_set_batch");
+  std::memcpy(&Fns.SetBatch, &SetBatch, sizeof(void *));
   return createImpl(std::move(Lib), Fns, std::move(Features), std::move(Advice),
                     Where);
 }
@@ -150,6 +171,43 @@ TFAOTModelRunner::create(const TFAOTFunctions &Model,
                     "; rebuild it with `mlbridge aot`");
   return createImpl(nullptr, Model, std::move(Features), std::move(Advice),
                     Where);
+}
+
+/// A model with a dynamic batch has set_batch and the batch in an input; a
+/// dynamic feature needs a batched input, since the rows are all a model can
+/// take at run time.
+static Error checkBatch(const TFAOTFunctions &Fns,
+                        ArrayRef<TensorSpec> Features,
+                        ArrayRef<TensorSpec> Inputs, ArrayRef<size_t> Binding,
+                        const TensorSpec &Output, StringRef Where) {
+  bool AnyBatched = llvm::any_of(Inputs, isBatched);
+  if ((AnyBatched || isBatched(Output)) && !Fns.SetBatch)
+    return aotError(Where +
+                    ": its tables give a dynamic batch (a leading -1) but it "
+                    "has no set_batch; rebuild it with `mlbridge compile`");
+  if (isBatched(Output) && !AnyBatched)
+    return aotError(Where + ": output '" + Output.name() +
+                    "' has a dynamic batch but no input has");
+  std::string Problems;
+  for (size_t I = 0; I < Inputs.size(); ++I) {
+    const TensorSpec &F = Features[Binding[I]];
+    if (!F.isDynamic() || isBatched(Inputs[I]))
+      continue;
+    std::string Shape, FeatureShape;
+    writeShapeJSON(Inputs[I].shape(), Shape);
+    writeShapeJSON(F.shape(), FeatureShape);
+    Problems += "\n  - feature '" + F.name() + "' has the dynamic shape " +
+                FeatureShape + " but model input '" + Inputs[I].name() +
+                "' has the static shape " + Shape;
+  }
+  if (Problems.empty())
+    return Error::success();
+  return aotError(
+      Where + " cannot take dynamic features:" + Problems + "\n  " +
+      (Fns.SetBatch
+           ? "only its batched inputs (a leading -1) take any number of rows"
+           : "it has no dynamic batch (no set_batch): compile the ONNX model "
+             "with a symbolic leading dimension and without --dim for one"));
 }
 
 Expected<std::unique_ptr<MLModelRunner>> TFAOTModelRunner::createImpl(
@@ -195,6 +253,8 @@ Expected<std::unique_ptr<MLModelRunner>> TFAOTModelRunner::createImpl(
                     "' for the advice (its outputs: " + OutputNames + ")");
   if (Error E = checkModelOutput(Advice, *Output, Name))
     return E;
+  if (Error E = checkBatch(Fns, Features, Inputs, *Binding, *Output, Where))
+    return E;
 
   auto R = std::make_unique<TFAOTModelRunner>(PrivateTag(), std::move(Features),
                                               std::move(Advice));
@@ -207,7 +267,8 @@ Expected<std::unique_ptr<MLModelRunner>> TFAOTModelRunner::createImpl(
   for (size_t I = 0; I < Inputs.size(); ++I) {
     R->ArgBuffers.push_back(static_cast<char *>(
         Fns.ArgData(R->Instance.get(), static_cast<int32_t>(I))));
-    R->ArgBytes.push_back(*Inputs[I].getByteSize());
+    R->ArgBytes.push_back(rowBytes(Inputs[I]));
+    R->ArgBatched.push_back(isBatched(Inputs[I]));
     if (!R->ArgBuffers.back())
       return aotError(Where + ": input '" + Inputs[I].name() +
                       "' has no buffer");
@@ -219,19 +280,65 @@ Expected<std::unique_ptr<MLModelRunner>> TFAOTModelRunner::createImpl(
   R->Inputs = std::move(Inputs);
   R->Binding = std::move(*Binding);
   R->ResultIndex = ResultIndex;
+  R->ResultBytes = rowBytes(*Output);
+  R->ResultBatched = isBatched(*Output);
   R->ResultSpec = std::move(*Output);
   return std::unique_ptr<MLModelRunner>(std::move(R));
 }
 
+Error TFAOTModelRunner::setBatchFrom(ArrayRef<TensorRef> Features) {
+  // The rows are the leading dimension of every feature bound to a batched
+  // input; they must agree.
+  std::optional<size_t> First;
+  int64_t Rows = 0;
+  for (size_t I = 0; I < Inputs.size(); ++I) {
+    if (!ArgBatched[I])
+      continue;
+    const TensorRef &F = Features[Binding[I]];
+    if (F.shape().size() != Inputs[I].rank())
+      return aotError("model '" + Name + "' input '" + Inputs[I].name() +
+                      "' has rank " + Twine(Inputs[I].rank()) + ", feature '" +
+                      F.name() + "' has rank " + Twine(F.shape().size()));
+    if (!First) {
+      First = I;
+      Rows = F.shape()[0];
+    } else if (F.shape()[0] != Rows) {
+      return aotError("model '" + Name +
+                      "': the batched inputs disagree on "
+                      "the rows: feature '" +
+                      Features[Binding[*First]].name() + "' has " +
+                      Twine(Rows) + ", feature '" + F.name() + "' has " +
+                      Twine(F.shape()[0]));
+    }
+  }
+  if (!First || Rows == Batch)
+    return Error::success();
+  if (Fns.SetBatch(Instance.get(), Rows) != 0)
+    return aotError("model '" + Name + "' cannot take a batch of " +
+                    Twine(Rows) + " rows (out of memory)");
+  Batch = Rows;
+  // The instance's own buffers of the batched inputs moved.
+  for (size_t I = 0; I < Inputs.size(); ++I)
+    if (ArgBatched[I])
+      ArgBuffers[I] = static_cast<char *>(
+          Fns.ArgData(Instance.get(), static_cast<int32_t>(I)));
+  return Error::success();
+}
+
 Expected<TensorValue>
 TFAOTModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
+  if (Fns.SetBatch)
+    if (Error E = setBatchFrom(Features))
+      return E;
   for (size_t I = 0; I < Inputs.size(); ++I) {
     const TensorRef &F = Features[Binding[I]];
-    if (F.bytes().size() != ArgBytes[I])
+    size_t Bytes =
+        ArgBatched[I] ? ArgBytes[I] * static_cast<size_t>(Batch) : ArgBytes[I];
+    if (F.bytes().size() != Bytes)
       return aotError("model '" + Name + "' input '" + Inputs[I].name() +
-                      "' takes " + Twine(ArgBytes[I]) + " bytes, feature '" +
+                      "' takes " + Twine(Bytes) + " bytes, feature '" +
                       F.name() + "' has " + Twine(F.bytes().size()));
-    if (!ArgBytes[I])
+    if (!Bytes)
       continue;
     const char *Data = F.bytes().data();
     // Zero-copy, as MLGO's release mode: the model reads the feature buffer
@@ -250,7 +357,7 @@ TFAOTModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
     }
     // Models built before set_arg_data: copy the features in (a few
     // microseconds even for 200 KB).
-    std::memcpy(ArgBuffers[I], Data, ArgBytes[I]);
+    std::memcpy(ArgBuffers[I], Data, Bytes);
   }
   if (Fns.Run(Instance.get()) != 0)
     return aotError("model '" + Name + "' failed to run");
@@ -259,12 +366,21 @@ TFAOTModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
   if (!Data)
     return aotError("model '" + Name + "' returned no buffer for output '" +
                     ResultSpec.name() + "'");
-  // Compatible shapes have the same element count; answer in the advice's.
-  ArrayRef<int64_t> Shape =
-      Advice.isDynamic() ? ResultSpec.shape() : Advice.shape();
-  return TensorValue::fromBytes(Advice.name(), Advice.type(), Shape,
-                                ArrayRef<char>(static_cast<const char *>(Data),
-                                               *ResultSpec.getByteSize()));
+  std::vector<int64_t> Shape(ResultSpec.shape().begin(),
+                             ResultSpec.shape().end());
+  size_t Bytes = ResultBytes;
+  if (ResultBatched) {
+    Shape[0] = Batch;
+    Bytes *= static_cast<size_t>(Batch);
+  }
+  // Compatible static shapes have the same element count: answer in the
+  // advice's. Otherwise in the model's, which evaluate() checks against it.
+  if (!Advice.isDynamic() &&
+      shapeElementCount(Shape) == Advice.getElementCount())
+    Shape.assign(Advice.shape().begin(), Advice.shape().end());
+  return TensorValue::fromBytes(
+      Advice.name(), Advice.type(), Shape,
+      ArrayRef<char>(static_cast<const char *>(Data), Bytes));
 }
 
 } // namespace mlbridge

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -489,15 +490,18 @@ def test_unsupported_attribute_names_operator_and_node(tmp_path: Path) -> None:
 
 
 def test_dynamic_dimension_is_an_error_naming_it(tmp_path: Path) -> None:
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
+    # Only a leading dimension can be the dynamic batch.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "n"])
     model = helper.make_model(
         helper.make_graph([N("Relu", ["x"])], "g", [x], [y]),
         opset_imports=[helper.make_opsetid("", 17)],
     )
     path = tmp_path / "dyn.onnx"
     onnx.save(model, path)
-    with pytest.raises(NativeCompileError, match=r"graph input 'x' has a dynamic dimension 0"):
+    with pytest.raises(
+        NativeCompileError, match=r"graph input 'x' has a dynamic dimension 1 \(n\)"
+    ):
         compile_onnx(path, tmp_path / "dyn.so", name="dyn")
 
 
@@ -512,6 +516,8 @@ def test_symbolic_dimension_fixed_with_dims(tmp_path: Path) -> None:
     onnx.save(model, path)
     so = compile_onnx(path, tmp_path / "dyn.so", name="dyn", dims={"batch": 3})
     with NativeModel(so) as native:
+        assert not native.dynamic_batch  # static tables, no set_batch
+        assert native.inputs[0].shape == (3, 4)
         x_value = np.arange(-6, 6, dtype=np.float32).reshape(3, 4)
         np.testing.assert_array_equal(native.run({"x": x_value})["y"], np.maximum(x_value, 0))
 
@@ -678,3 +684,349 @@ def orjson_loads(path: Path) -> Any:  # noqa: ANN401
     import orjson
 
     return orjson.loads(path.read_bytes())
+
+
+# -- the dynamic batch ----------------------------------------------------------------
+
+_BATCHES = (1, 2, 7, 0)
+
+
+def _batch_model(
+    nodes: list[Any],
+    inputs: dict[str, tuple[Any, list[Any]]],
+    outputs: list[str],
+    consts: dict[str, np.ndarray[Any, Any]] | None = None,
+    opset: int = 17,
+) -> Any:  # noqa: ANN401
+    """A graph over inputs of (numpy dtype, shape with the symbol "batch")."""
+    ins = [
+        helper.make_tensor_value_info(n, _ONNX_TYPES[np.dtype(t)], shape)
+        for n, (t, shape) in inputs.items()
+    ]
+    outs = [helper.make_value_info(n, onnx.TypeProto()) for n in outputs]
+    inits = [numpy_helper.from_array(v, n) for n, v in (consts or {}).items()]
+    model = helper.make_model(
+        helper.make_graph(nodes, "batch", ins, outs, inits),
+        opset_imports=[helper.make_opsetid("", opset)],
+    )
+    model.ir_version = 8
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    known = {v.name: v for v in [*inferred.graph.value_info, *inferred.graph.output]}
+    for out in model.graph.output:
+        out.type.CopyFrom(known[out.name].type)
+    onnx.checker.check_model(model)
+    return model
+
+
+def _batch_feeds(
+    inputs: dict[str, tuple[Any, list[Any]]], rows: int, rng: np.random.Generator
+) -> dict[str, np.ndarray[Any, Any]]:
+    feeds = {}
+    for name, (dtype, shape) in inputs.items():
+        concrete = tuple(rows if d == "batch" else d for d in shape)
+        if np.dtype(dtype).kind == "f":
+            feeds[name] = (rng.standard_normal(concrete) * 3).astype(dtype)
+        else:
+            feeds[name] = rng.integers(-3, 4, concrete).astype(dtype)
+    return feeds
+
+
+def _assert_agrees_at_every_batch(
+    model: Any,  # noqa: ANN401
+    feeds: Callable[[int, np.random.Generator], dict[str, np.ndarray[Any, Any]]],
+    tmp: Path,
+    batches: tuple[int, ...] = _BATCHES,
+) -> Path:
+    onnx_path = tmp / "batch.onnx"
+    onnx.save(model, onnx_path)
+    so = compile_onnx(onnx_path, tmp / "batch.so", name="batch")
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    rng = np.random.default_rng(4)
+    with NativeModel(so) as native:
+        assert native.dynamic_batch
+        assert all(s.shape[0] == -1 for s in native.outputs)
+        # Twice, so that the batch grows and shrinks on one instance.
+        for rows in batches + batches:
+            values = feeds(rows, rng)
+            expected = dict(zip(names, session.run(None, values), strict=True))
+            got = native.run(values)
+            for name in names:
+                _assert_same(got[name], expected[name], f"batch of {rows}: {name}")
+    return so
+
+
+def _mlp_batch_model() -> Any:  # noqa: ANN401
+    """_mlp_case's policy (Gemm, Relu, Gemm, LogSoftmax, ArgMax) with a symbolic batch."""
+    case = _mlp_case()
+    return _batch_model(case.nodes, {"x": (np.float32, ["batch", 10])}, case.outputs, case.consts)
+
+
+def test_dynamic_batch_mlp_agrees_with_onnxruntime(tmp_path: Path) -> None:
+    _assert_agrees_at_every_batch(
+        _mlp_batch_model(),
+        lambda rows, rng: {"x": (rng.standard_normal((rows, 10)) * 3).astype(np.float32)},
+        tmp_path,
+    )
+
+
+def test_dynamic_batch_torch_export_agrees_with_onnxruntime(tmp_path: Path) -> None:
+    """PyTorch's export with dynamic_axes: x.view(x.size(0), -1) is Shape, Gather,
+    Concat and Reshape over the batch size, which must keep the batch axis."""
+    torch = pytest.importorskip("torch")
+
+    class Policy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.hidden = torch.nn.Linear(10, 16)
+            self.out = torch.nn.Linear(16, 4)
+
+        def forward(self, x: Any) -> tuple[Any, Any]:  # noqa: ANN401
+            logits = self.out(torch.relu(self.hidden(x.view(x.size(0), -1))))
+            return torch.log_softmax(logits, dim=1), torch.argmax(logits, dim=1)
+
+    torch.manual_seed(0)
+    path = tmp_path / "torch.onnx"
+    with warnings.catch_warnings():  # the TorchScript exporter is deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            Policy().eval(),
+            (torch.zeros(1, 2, 5),),
+            str(path),
+            input_names=["x"],
+            output_names=["logp", "choice"],
+            dynamic_axes={"x": {0: "batch"}, "logp": {0: "batch"}, "choice": {0: "batch"}},
+            dynamo=False,
+            opset_version=17,
+        )
+    model = onnx.load(str(path))
+    assert "Shape" in {n.op_type for n in model.graph.node}
+    # ONNX Runtime refuses view(0, -1) at batch 0 (the native model answers no rows).
+    _assert_agrees_at_every_batch(
+        model,
+        lambda rows, rng: {"x": rng.standard_normal((rows, 2, 5)).astype(np.float32)},
+        tmp_path,
+        batches=(1, 2, 7),
+    )
+
+
+_I = np.int64
+_F = np.float32
+
+# (id, nodes, inputs, outputs, constants)
+_BatchCase = tuple[str, list[Any], dict[str, tuple[Any, list[Any]]], list[str], dict[str, Any]]
+
+# Graphs whose rows are independent, with the batch moved across axes on the way.
+BATCH_CASES: list[_BatchCase] = [
+    (
+        "transpose-there-and-back",
+        [N("Transpose", ["x"], ["t"], perm=[1, 2, 0]), N("Relu", ["t"], ["r"]),
+         N("Transpose", ["r"], ["y"], perm=[2, 0, 1])],
+        {"x": (_F, ["batch", 3, 4])}, ["y"], {},
+    ),
+    (
+        "softmax-reduce-argmax",
+        [N("Softmax", ["x"], ["s"], axis=-1), N("ReduceMean", ["s", "ax"], ["m"], keepdims=0),
+         N("ArgMin", ["x"], ["y"], axis=2, keepdims=1)],
+        {"x": (_F, ["batch", 3, 4])}, ["m", "y"], {"ax": _i64(1)},
+    ),
+    (
+        "concat-gather-unsqueeze-squeeze",
+        [N("Concat", ["a", "b"], ["c"], axis=1), N("Gather", ["c", "idx"], ["g"], axis=1),
+         N("Unsqueeze", ["g", "ax1"], ["u"]), N("Squeeze", ["u", "ax1"], ["y"])],
+        {"a": (_F, ["batch", 3]), "b": (_F, ["batch", 2])}, ["y"],
+        {"idx": _i64(4, 0, -1, 2), "ax1": _i64(1)},
+    ),
+    (
+        "embedding-of-batched-ids",
+        [N("Gather", ["table", "ids"], ["e"], axis=0), N("Flatten", ["e"], ["y"], axis=1)],
+        {"ids": (_I, ["batch", 3])}, ["y"],
+        {"table": np.arange(20, dtype=np.float32).reshape(5, 4)},
+    ),
+    (
+        "stacked-matmul-with-static-input",
+        [N("MatMul", ["x", "w"], ["m"]), N("Add", ["m", "bias"], ["y"])],
+        {"x": (_F, ["batch", 2, 3]), "bias": (_F, [2, 4])}, ["y"],
+        {"w": np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)},
+    ),
+    (
+        "scatter-within-rows",
+        [N("ScatterElements", ["x", "idx", "upd"], ["y"], axis=1, reduction="add")],
+        {"x": (_F, ["batch", 4]), "idx": (_I, ["batch", 2]), "upd": (_F, ["batch", 2])},
+        ["y"], {},
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BATCH_CASES, ids=[c[0] for c in BATCH_CASES])
+def test_dynamic_batch_graphs_agree_with_onnxruntime(case: _BatchCase, tmp_path: Path) -> None:
+    _, nodes, inputs, outputs, consts = case
+    model = _batch_model(nodes, inputs, outputs, consts, opset=18)
+
+    def feeds(rows: int, rng: np.random.Generator) -> dict[str, np.ndarray[Any, Any]]:
+        values = _batch_feeds(inputs, rows, rng)
+        for name in ("ids", "idx"):  # in range
+            if name in values:
+                values[name] = np.abs(values[name]) % (5 if name == "ids" else 4)
+        return values
+
+    _assert_agrees_at_every_batch(model, feeds, tmp_path)
+
+
+# Graphs that mix rows: each is refused at compile time, naming the node and operator
+# (id, nodes, inputs, outputs, constants, the error).
+MIXING_CASES: list[tuple[str, list[Any], dict[str, Any], list[str], dict[str, Any], str]] = [
+    (
+        "reduce-over-batch",
+        [N("ReduceSum", ["x", "ax"], ["y"], keepdims=1)], {"x": (_F, ["batch", 4])}, ["y"],
+        {"ax": _i64(0)},
+        r"operator ReduceSum \(node 'reducesum_y'\): it reduces over the batch axis 0",
+    ),
+    (
+        "reshape-merging-rows",
+        [N("Reshape", ["x", "shape"], ["y"])], {"x": (_F, ["batch", 4])}, ["y"],
+        {"shape": _i64(-1, 2)},
+        r"operator Reshape \(node 'reshape_y'\): it does not keep the batch axis 0 whole",
+    ),
+    (
+        "reshape-to-fixed-batch",
+        [N("Reshape", ["x", "shape"], ["y"])], {"x": (_F, ["batch", 4])}, ["y"],
+        {"shape": _i64(1, 4)},
+        r"operator Reshape \(node 'reshape_y'\): its target shape \(1, 4\) is fixed",
+    ),
+    (
+        "matmul-batch-on-the-right",
+        [N("MatMul", ["w", "x"], ["y"])], {"x": (_F, ["batch", 4])}, ["y"],
+        {"w": np.ones((3, 1), np.float32)},
+        r"operator MatMul \(node 'matmul_y'\): the batch is axis 0 of its right operand 'x'",
+    ),
+    (
+        "softmax-over-batch",
+        [N("Softmax", ["x"], ["y"], axis=0)], {"x": (_F, ["batch", 4])}, ["y"], {},
+        r"operator Softmax \(node 'softmax_y'\): it normalizes over the batch axis 0",
+    ),
+    (
+        "segment-sum-over-batch",
+        [N("ScatterElements", ["zeros", "idx", "x"], ["y"], axis=0, reduction="add")],
+        {"x": (_F, ["batch", 4]), "idx": (_I, ["batch", 4])}, ["y"],
+        {"zeros": np.zeros((3, 4), np.float32)},
+        r"operator ScatterElements \(node 'scatterelements_y'\): it scatters batched values "
+        r"into a tensor without the batch",
+    ),
+    (
+        "concat-along-batch",
+        [N("Concat", ["x", "x"], ["y"], axis=0)], {"x": (_F, ["batch", 4])}, ["y"], {},
+        r"operator Concat \(node 'concat_y'\): it concatenates along the batch axis 0",
+    ),
+    (
+        "batch-size-as-a-value",
+        [N("Shape", ["x"], ["s"]), N("Cast", ["s"], ["sf"], to=TensorProto.FLOAT),
+         N("ReduceMax", ["sf"], ["n"], keepdims=0), N("Div", ["x", "n"], ["y"])],
+        {"x": (_F, ["batch", 4])}, ["y"], {},
+        r"operator Div \(node 'div_y'\): its input 'n' depends on the size of the dynamic batch",
+    ),
+    (
+        "output-with-the-batch-moved",
+        [N("Transpose", ["x"], ["y"], perm=[1, 0])], {"x": (_F, ["batch", 4])}, ["y"], {},
+        r"graph output 'y' has the batch as axis 1, not axis 0",
+    ),
+    (
+        "output-without-the-batch",
+        [N("Relu", ["x"], ["y"]), N("Abs", ["c"], ["z"])],
+        {"x": (_F, ["batch", 4]), "c": (_F, [4])}, ["y", "z"], {},
+        r"graph output 'z' does not depend on the rows of the batch",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", MIXING_CASES, ids=[c[0] for c in MIXING_CASES])
+def test_graphs_that_mix_rows_are_refused_naming_the_node(
+    case: tuple[str, list[Any], dict[str, Any], list[str], dict[str, Any], str], tmp_path: Path
+) -> None:
+    _, nodes, inputs, outputs, consts, message = case
+    model = _batch_model(nodes, inputs, outputs, consts, opset=18)
+    path = tmp_path / "mix.onnx"
+    onnx.save(model, path)
+    with pytest.raises(NativeCompileError, match=message) as err:
+        compile_onnx(path, tmp_path / "mix.so", name="mix")
+    assert "--dim batch=N" in str(err.value)
+    assert not (tmp_path / "mix.so").exists()
+    # Fixing the batch compiles the same graph.
+    assert compile_onnx(path, tmp_path / "mix.so", name="mix", dims={"batch": 1}).is_file()
+
+
+def test_dynamic_batch_sidecar_and_exports(tmp_path: Path) -> None:
+    from mlbridge.aot.abi import BATCH_FUNCTIONS
+    from mlbridge.models.specs import read_tfaot_specs
+
+    path = tmp_path / "mlp.onnx"
+    onnx.save(_mlp_batch_model(), path)
+    so = compile_onnx(path, tmp_path / "mlp.so", name="mlp")
+    specs = read_tfaot_specs(so)
+    assert [s.shape for s in specs.features] == [(-1, 10)]
+    assert [s.shape for s in specs.advice] == [(-1, 4), (-1,)]
+    lines = subprocess.run(
+        ["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    exported = {line.split()[2].split("@@")[0] for line in lines if line.split()[1] != "A"}
+    assert exported == {f"mlbridge_aot_{f[0]}" for f in ABI_FUNCTIONS + BATCH_FUNCTIONS}
+
+
+def test_dynamic_batch_inputs_must_agree_on_the_rows(tmp_path: Path) -> None:
+    inputs = {"a": (_F, ["batch", 3]), "b": (_F, ["batch", 3])}
+    path = tmp_path / "add.onnx"
+    onnx.save(_batch_model([N("Add", ["a", "b"])], inputs, ["y"]), path)
+    so = compile_onnx(path, tmp_path / "add.so", name="add")
+    with NativeModel(so) as native:
+        a, b = np.ones((2, 3), np.float32), np.ones((3, 3), np.float32)
+        with pytest.raises(NativeCompileError, match=r"inputs 'a' and 'b' have different batches"):
+            native.run({"a": a, "b": b})
+        np.testing.assert_array_equal(native.run({"a": a, "b": a})["y"], a + a)
+
+
+def test_dynamic_batch_static_library_links_into_a_c_program(tmp_path: Path) -> None:
+    path = tmp_path / "relu.onnx"
+    onnx.save(_batch_model([N("Relu", ["x"])], {"x": (_F, ["batch", 2])}, ["y"]), path)
+    compile_onnx(path, tmp_path / "librelu_native.a", name="relu", static=True)
+    header = (tmp_path / "relu_mlbridge.h").read_text()
+    assert "mlbridge_aot_relu_set_batch" in header and "F.SetBatch" in header
+    main = tmp_path / "main.c"
+    main.write_text(
+        """
+#include <stdint.h>
+#include <stdio.h>
+struct mlbridge_aot_instance;
+struct mlbridge_aot_instance *mlbridge_aot_relu_create(void);
+const int64_t *mlbridge_aot_relu_arg_shape(int32_t);
+int32_t mlbridge_aot_relu_set_batch(struct mlbridge_aot_instance *, int64_t);
+void *mlbridge_aot_relu_arg_data(struct mlbridge_aot_instance *, int32_t);
+const void *mlbridge_aot_relu_result_data(struct mlbridge_aot_instance *, int32_t);
+int32_t mlbridge_aot_relu_run(struct mlbridge_aot_instance *);
+void mlbridge_aot_relu_destroy(struct mlbridge_aot_instance *);
+int main(void) {
+  struct mlbridge_aot_instance *m = mlbridge_aot_relu_create();
+  if (mlbridge_aot_relu_set_batch(m, -1) != 1 || mlbridge_aot_relu_set_batch(m, 3) != 0)
+    return 1;
+  float *x = mlbridge_aot_relu_arg_data(m, 0);
+  for (int i = 0; i < 6; ++i)
+    x[i] = (float)(i - 3);
+  if (mlbridge_aot_relu_run(m) != 0)
+    return 1;
+  const float *y = mlbridge_aot_relu_result_data(m, 0);
+  printf("%lld", (long long)mlbridge_aot_relu_arg_shape(0)[0]);
+  for (int i = 0; i < 6; ++i)
+    printf(" %g", y[i]);
+  printf("\\n");
+  mlbridge_aot_relu_destroy(m);
+  return 0;
+}
+""",
+        encoding="utf-8",
+    )
+    exe = tmp_path / "main"
+    subprocess.run(
+        ["clang-22", str(main), str(tmp_path / "librelu_native.a"), "-lm", "-o", str(exe)],
+        check=True,
+    )
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["-1", "0", "0", "0", "0", "1", "2"]
