@@ -9,7 +9,7 @@ BUILD       := $(ROOT)/build
 BUILD_ASAN  := $(ROOT)/build-asan
 JOBS        ?= $(shell nproc)
 
-.PHONY: all setup build build-asan test demo lint format clean help bench-roundtrip bench-inprocess bench
+.PHONY: all setup build build-asan test demo lint format clean help bench-roundtrip bench-inprocess bench mutation
 
 all: build
 
@@ -22,6 +22,7 @@ help:
 	@echo "make bench-roundtrip  the round-trip benchmark (bench/, results in bench/results/)"
 	@echo "make bench-inprocess  the same through the ONNX Runtime and TF AOT runners"
 	@echo "make bench  every benchmark, one report (JSON, Markdown, plots; README table)"
+	@echo "make mutation  mutation testing of the wire-format core (about an hour; docs/testing.md)"
 	@echo "make clean  remove build folders (keeps .venv and .deps)"
 
 setup:
@@ -60,6 +61,11 @@ bench-inprocess: build
 # BENCH_ARGS=--quick for a run of under 2 minutes.
 bench: build
 	@$(VENV)/bin/mlbridge bench --build-dir $(BUILD) --out $(ROOT)/bench/results --update-readme $(BENCH_ARGS)
+
+# Mutation testing with mutmut (scripts/mutation.py, docs/testing.md): not part of
+# `make test`; a full run takes about an hour on two cores.
+mutation: build
+	@$(PY) $(ROOT)/scripts/mutation.py --build-dir $(BUILD) $(MUTATION_ARGS)
 
 lint: setup
 	@$(VENV)/bin/ruff check $(ROOT)
