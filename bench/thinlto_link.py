@@ -640,9 +640,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         load = PluginLoad(plugin, model)
         results = []
         for name in names:
-            result = measure_program(
-                PROGRAMS[name], corpus, load, rounds, work / name, args.timeout
-            )
+            try:
+                result = measure_program(
+                    PROGRAMS[name], corpus, load, rounds, work / name, args.timeout
+                )
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                _log(f"{name}: {e}")
+                return 1
             result["summary"] = summarize(result)
             results.append(result)
     report: dict[str, Any] = {
