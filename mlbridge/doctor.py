@@ -16,6 +16,7 @@ import argparse
 import ctypes
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,8 +38,12 @@ __all__ = ["Check", "add_arguments", "run", "run_checks"]
 
 _TIMEOUT_S = 30.0
 
-#: The LLVM 22 tools the plugins and commands run.
-LLVM_TOOLS = ("opt", "llc", "mlir-opt", "clang", "llvm-size", "llvm-ir2vec")
+#: The LLVM 22 tools the plugins and commands run (``ld.lld``: bench/thinlto_link.py).
+LLVM_TOOLS = ("opt", "llc", "mlir-opt", "clang", "llvm-size", "llvm-ir2vec", "ld.lld")
+#: The packages that have them (what the fix installs).
+_LLVM_PACKAGES = "llvm-22-tools mlir-22-tools clang-22 lld-22"
+#: How a tool's ``--version`` names LLVM 22: "LLVM version 22.1.8", "Debian LLD 22.1.8 (...)".
+_LLVM_22_VERSION = re.compile(r"\b(?:version|LLD) (22\.[0-9][^\s]*)")
 
 #: The runtime components the plugins link, and the runner modules they load on first
 #: use, beside the plugins, with the CMake option that builds each.
@@ -120,9 +125,9 @@ def check_llvm_tools() -> Check:
     env = os.environ.get(LLVM_TOOLS_DIR_ENV)
     fix = (
         f"point ${LLVM_TOOLS_DIR_ENV} at LLVM 22's bin folder (or unset it), then "
-        + _setup_fix("llvm-22-tools mlir-22-tools clang-22")
+        + _setup_fix(_LLVM_PACKAGES)
         if env
-        else _setup_fix("llvm-22-tools mlir-22-tools clang-22")
+        else _setup_fix(_LLVM_PACKAGES)
     )
     missing, wrong, folders = [], [], set()
     version = ""
@@ -138,11 +143,12 @@ def check_llvm_tools() -> Check:
         except (OSError, subprocess.SubprocessError) as e:
             wrong.append(f"{tool} ({e})")
             continue
-        if "version 22." not in out:
+        found = _LLVM_22_VERSION.search(out)
+        if found is None:
             first = out.strip().splitlines()[0] if out.strip() else "no version"
             wrong.append(f"{path} is not LLVM 22 ({first})")
         elif not version:
-            version = out.split("version", 1)[1].split()[0]
+            version = found.group(1)
     where = f"{env} (${LLVM_TOOLS_DIR_ENV})" if env else ", ".join(sorted(folders))
     if missing or wrong:
         problems = []

@@ -8,7 +8,10 @@ Code size is measured the way a linker and a loader see it: :func:`object_sizes`
 the ELF section table and sums the sections that occupy memory (``SHF_ALLOC``:
 ``.text``, ``.rodata``, ``.data``, ``.bss``, ``.eh_frame``, ...), with ``.text`` beside
 it, because ``.text`` alone flatters a transformation that trades instructions for
-unwind tables or constants.
+unwind tables or constants. In a program linked by ``ld.lld``, ``.relro_padding`` is left
+out: it is the gap lld fills so that the read-only-after-relocation segment ends on a page
+boundary (other linkers leave the same gap without a section), and it would absorb a change
+of the code's size up to a page.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ _DEFAULT_TOOLS_DIR = Path("/usr/lib/llvm-22/bin")
 
 _SHF_ALLOC = 0x2
 _SHT_NOBITS = 8
+#: Allocated sections that are padding, not content (see the module docstring).
+_PADDING_SECTIONS = frozenset({".relro_padding"})
 
 
 class LLVMToolError(MLBridgeError):
@@ -87,7 +92,8 @@ class ObjectSizes:
     Attributes:
         text: The ``.text`` sections (``.text`` and ``.text.*``).
         allocated: Every section that occupies memory when loaded (``SHF_ALLOC``),
-            ``.text`` included: what a program pays for the code.
+            ``.text`` included, but lld's page padding ``.relro_padding``: what a program
+            pays for the code.
     """
 
     text: int
@@ -139,9 +145,11 @@ def _elf_sizes(data: bytes) -> ObjectSizes:
     for name_index, _type, flags, _addr, _offset, size, *_ in headers:
         if not flags & _SHF_ALLOC:
             continue
-        allocated += size
         start = names_offset + name_index
         name = data[start : data.index(b"\0", start)].decode("ascii", "replace")
+        if name in _PADDING_SECTIONS:
+            continue
+        allocated += size
         if name == ".text" or name.startswith(".text."):
             text += size
     return ObjectSizes(text=text, allocated=allocated)

@@ -32,7 +32,7 @@ ORT_DEB_VERSION="1.21.0+dfsg-1"
 ORT_DEB_SHA256="14f7d959d5deacbcf1504830d4189f91fc67382b399ed9ae9d3aa9c4050ced08"
 
 APT_PACKAGES=(
-  llvm-22-dev llvm-22-tools clang-22 libclang-rt-22-dev
+  llvm-22-dev llvm-22-tools clang-22 libclang-rt-22-dev lld-22
   libmlir-22-dev mlir-22-tools
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   ninja-build libgtest-dev pkg-config

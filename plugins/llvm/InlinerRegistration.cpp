@@ -72,8 +72,12 @@ bool mlInlineAdvisorSelected() {
 
 // PluginInlineAdvisorAnalysis's factory is a plain function of (Module, FAM,
 // Params, Context), while llvm::MLInlineAdvisor needs the module analysis
-// manager: the registration callback below remembers it.
-ModuleAnalysisManager *InlinerMAM = nullptr;
+// manager: the registration callback below remembers it. One per thread: a
+// linker's ThinLTO backends (ld.lld --thinlto-jobs=N) each build their own
+// PassBuilder and analysis managers and run their pipeline on the thread that
+// registered them, at the same time; one shared pointer would hand a backend
+// another thread's manager (docs/inliner.md, "In a ThinLTO link").
+thread_local ModuleAnalysisManager *InlinerMAM = nullptr;
 
 InlineAdvisor *createInlineAdvisor(Module &M, FunctionAnalysisManager &FAM,
                                    InlineParams Params, InlineContext IC) {

@@ -61,6 +61,7 @@ config.substitutions.extend(
         ("%not", tool("not")),
         ("%llvm-nm", tool("llvm-nm")),
         ("%clang", tool("clang")),
+        ("%ld_lld", tool("ld.lld")),
         ("%python", config.python_executable),
         ("%cmake_generator", config.cmake_generator),
         ("%cmake", config.cmake_command),
@@ -77,5 +78,7 @@ if config.mlbridge_enable_mlir:
     config.available_features.add("mlir")
 if os.path.isfile(tool("clang")):
     config.available_features.add("clang")
+if os.path.isfile(tool("ld.lld")):
+    config.available_features.add("lld")
 if config.mlbridge_have_package:
     config.available_features.add("mlbridge-package")
