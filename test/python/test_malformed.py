@@ -380,3 +380,65 @@ def test_protobuf_length_prefix_beyond_64_bits_is_malformed_not_a_limit():
     # Ten varint bytes whose last carries more than bit 63 (as the C++ decoder words it).
     with pytest.raises(MalformedInputError, match="overflows 64 bits"):
         get_serdes("protobuf").decode_stream(b"\x80" * 9 + b"\x0a" + b"\0" * 4)
+
+
+# -- protobuf tensors at the edges of the fast path (a numeric tensor checked flat) ------
+
+
+def protobuf_tensor(limits: DecodeLimits | None = None, **fields) -> Tensor:
+    rec = pb.Record()
+    rec.message.tensors.add(**fields)
+    return get_serdes("protobuf", limits=limits).decode_stream(proto_stream(rec))[0].tensors[0]
+
+
+def test_protobuf_data_one_itemsize_short_of_its_shape_is_an_error():
+    # 8 int64 need 64 bytes; 1 byte is 8 / 8 (a division where a product belongs).
+    with pytest.raises(MalformedInputError, match="'x'.*expected 64 bytes, got 1"):
+        protobuf_tensor(name="x", type=pb.ELEMENT_TYPE_INT64, shape=[8], data=b"\1")
+
+
+def test_protobuf_numeric_tensor_with_strings_is_an_error_naming_it():
+    with pytest.raises(MalformedInputError, match="'x'.*int64_t tensor must not have 'strings'"):
+        protobuf_tensor(
+            name="x", type=pb.ELEMENT_TYPE_INT64, shape=[1], data=b"\0" * 8, strings=[b"a"]
+        )
+
+
+def test_protobuf_dimension_above_the_limit_is_refused():
+    limits = DecodeLimits(max_dim=4)
+    assert protobuf_tensor(limits, name="x", type=pb.ELEMENT_TYPE_INT8, shape=[4], data=b"\0" * 4)
+    with pytest.raises(LimitExceededError, match="'x'"):
+        protobuf_tensor(limits, name="x", type=pb.ELEMENT_TYPE_INT8, shape=[5], data=b"\0" * 5)
+
+
+def test_protobuf_negative_dimension_is_refused():
+    with pytest.raises(MalformedInputError, match="'x'.*dimension -1 .* not a concrete size"):
+        protobuf_tensor(name="x", type=pb.ELEMENT_TYPE_INT8, shape=[-1], data=b"")
+
+
+def test_protobuf_rank_limit_admits_its_own_rank_and_refuses_one_more():
+    limits = DecodeLimits(max_rank=2)
+    t = protobuf_tensor(limits, name="x", type=pb.ELEMENT_TYPE_INT8, shape=[1, 2], data=b"\1\2")
+    assert t.shape == (1, 2) and t.array.tolist() == [[1, 2]]
+    with pytest.raises(LimitExceededError, match="max_rank=2"):
+        protobuf_tensor(limits, name="x", type=pb.ELEMENT_TYPE_INT8, shape=[1, 1, 2], data=b"\1\2")
+
+
+def test_protobuf_tensor_without_a_name_is_an_error():
+    with pytest.raises(MalformedInputError, match="byte offset 0.*empty name"):
+        protobuf_tensor(name="", type=pb.ELEMENT_TYPE_INT8, shape=[1], data=b"\0")
+
+
+def test_protobuf_length_prefix_of_exactly_2_to_the_64_is_an_error():
+    # Ten varint bytes carry up to 70 bits; a length needs 64 at most, as in C++.
+    prefix = b"\x80" * 9 + b"\x02"
+    with pytest.raises(MalformedInputError, match="offset 0 overflows 64 bits"):
+        get_serdes("protobuf").decode_stream(prefix + b"\0")
+
+
+def test_protobuf_length_prefix_cut_short_names_where_it_started():
+    data = proto_stream(pb.Record(context="f")) + b"\x80\x80"
+    with pytest.raises(
+        TruncatedInputError, match=r"inside the length prefix that started at offset \d+"
+    ):
+        get_serdes("protobuf").decode_stream(data)
