@@ -1,5 +1,6 @@
 import io
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -256,3 +257,95 @@ def test_fifo_reader_reads_a_record_larger_than_its_first_allocation():
     reader = _fifo_reader(body + b"end")
     assert reader.read_exact(len(body)) == body
     assert reader.read_exact(3) == b"end" and reader.at_end()
+
+
+# -- a stream that trickles: the StreamReader against the BytesReader -------------------
+
+VECTOR_STREAMS = sorted(
+    p
+    for p in (Path(__file__).resolve().parents[1] / "vectors").iterdir()
+    if p.suffix in (".bitstream", ".json", ".protobuf") and p.name != "cases.json"
+)
+
+
+class Trickle(io.RawIOBase):
+    """A pipe that hands out at most ``chunk`` bytes per read, as a slow writer's does."""
+
+    def __init__(self, data: bytes, chunk: int) -> None:
+        self._data, self._pos, self._chunk = data, 0, chunk
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self._chunk, len(self._data) - self._pos)
+        buffer[:n] = self._data[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+
+def decode_all(serdes: str, reader: ByteReader) -> tuple[list, str | None, int]:
+    """The records, the error (class, and its message up to where the input ended), and
+    the offset reached."""
+    s, records = get_serdes(serdes), []
+    try:
+        while (record := s.decode(reader)) is not None:
+            records.append(record)
+    except MLBridgeError as e:
+        # Up to where the input ended: the rest is worded by the path that read it (the
+        # framed bitstream path counts "N of its M bytes", the generic one "needed M").
+        message = re.sub(r"(input ends at byte offset \d+).*", r"\1", str(e))
+        return records, f"{type(e).__name__}: {message}", reader.offset
+    return records, None, reader.offset
+
+
+@pytest.mark.parametrize("path", VECTOR_STREAMS, ids=lambda p: p.name)
+def test_a_trickling_stream_decodes_as_the_bytes_do_at_every_cut(path):
+    serdes = path.suffix[1:]
+    data = path.read_bytes()
+    step = max(1, len(data) // 97)  # every cut of small vectors, ~100 of large ones
+    for cut in [*range(0, len(data), step), len(data)]:
+        head = data[:cut]
+        expected = decode_all(serdes, BytesReader(head))
+        for chunk in (1, 7):
+            got = decode_all(serdes, StreamReader(Trickle(head, chunk)))
+            assert got[:2] == expected[:2], (cut, chunk)
+            if expected[1] is None:
+                assert got[2] == expected[2] == cut, (cut, chunk)
+
+
+def test_stream_read_line_admits_a_line_of_exactly_the_limit():
+    reader = StreamReader(Trickle(b"abcd\nabcde\n", 2))
+    assert reader.read_line(4) == b"abcd"
+    assert reader.offset == 5
+    with pytest.raises(
+        LimitExceededError, match="line at byte offset 5 is longer than the limit of 4"
+    ):
+        reader.read_line(4)
+
+
+def test_stream_empty_lines_after_a_peek_keep_the_offset():
+    reader = StreamReader(Trickle(b"\n\nab\n", 1))
+    assert not reader.at_end()  # peeks the first newline
+    assert reader.read_line(8) == b""
+    assert reader.offset == 1
+    assert not reader.at_end()
+    assert reader.read_line(8) == b""
+    assert reader.offset == 2
+    assert not reader.at_end()
+    assert reader.read_line(8) == b"ab"
+    assert reader.offset == 5
+    assert reader.at_end()
+
+
+def test_stream_read_exact_after_a_peek_joins_the_peeked_byte():
+    reader = StreamReader(Trickle(b"abcdef", 2))
+    assert not reader.at_end()
+    assert reader.read_exact(5) == b"abcde"
+    assert reader.offset == 5
+    assert not reader.at_end()
+    with pytest.raises(
+        TruncatedInputError, match="offset 6: needed 3 bytes from offset 5, only 1 arrived"
+    ):
+        reader.read_exact(3)
+    assert reader.offset == 6
