@@ -442,3 +442,45 @@ def test_protobuf_length_prefix_cut_short_names_where_it_started():
         TruncatedInputError, match=r"inside the length prefix that started at offset \d+"
     ):
         get_serdes("protobuf").decode_stream(data)
+
+
+# -- JSON values of the wrong kind are named by their JSON kind ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("type_name", "data", "message"),
+    [
+        ("string", b'[true,1,1.5,[],{},null]',
+         "a string tensor holds JSON strings, got bool, integer, list, null, number, object"),
+        ("bool", b'[true,"a"]', "a bool tensor holds true/false, got bool, string"),
+        ("float", b'[1,[2]]', "a float tensor holds numbers, got integer, list"),
+        ("double", b'[{},null]', "a double tensor holds numbers, got null, object"),
+    ],
+)  # fmt: skip
+def test_json_wrong_kinds_of_values_are_named(type_name, data, message):
+    n = data.count(b",") + 1
+    tensor = b'{"name":"t","type":"%s","shape":[%d],"data":%s}' % (type_name.encode(), n, data)
+    with pytest.raises(MalformedInputError) as e:
+        get_serdes("json").decode_stream(json_message(tensor))
+    assert str(e.value).endswith(message), str(e.value)
+    assert "'t'" in str(e.value)
+
+
+def test_json_number_beyond_double_names_its_tensor_past_one_without_data():
+    line = (
+        b'{"observation":0,"tensors":[{"name":"a","type":"float","shape":[0],"data":{}},'
+        b'{"name":"b","type":"double","shape":[1],"data":[1e400]}]}\n'
+    )
+    with pytest.raises(MalformedInputError, match=r"tensor 'b': element 0: value 1e400 is out "
+                       r"of range for double"):  # fmt: skip
+        get_serdes("json").decode_stream(line)
+
+
+def test_json_bare_nan_is_invalid_json_not_a_range_error():
+    line = (
+        b'{"observation":0,"tensors":[{"name":"b","type":"double","shape":[2],'
+        b'"data":[NaN,1e400]}]}\n'
+    )
+    with pytest.raises(MalformedInputError, match="invalid JSON") as e:
+        get_serdes("json").decode_stream(line)
+    assert "1e400" not in str(e.value)
