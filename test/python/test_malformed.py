@@ -484,3 +484,16 @@ def test_json_bare_nan_is_invalid_json_not_a_range_error():
     with pytest.raises(MalformedInputError, match="invalid JSON") as e:
         get_serdes("json").decode_stream(line)
     assert "1e400" not in str(e.value)
+
+
+def test_bitstream_reset_forgets_both_headers():
+    s = get_serdes("bitstream")
+    header = Header((TensorSpec("x", ElementType.INT64, (1,)),), None)
+    message = Message(MessageKind.OBSERVATION, 0, (Tensor("x", ElementType.INT64, [7]),))
+    header_bytes, message_bytes = s.encode(header), s.encode(message)
+    assert s.decode(BytesReader(header_bytes)) == header
+    s.reset()
+    with pytest.raises(MalformedInputError, match="needs a header"):
+        s.decode(BytesReader(message_bytes))
+    with pytest.raises(HeaderMismatchError, match="needs a header first"):
+        s.encode(message)

@@ -795,3 +795,12 @@ def test_stale_folders_with_an_announcement_are_removed(tmp_path: Path) -> None:
     os.mkfifo(stale / "channel.in")
     (stale / "channel.ext").write_text("end\n")
     assert remove_stale_channels(tmp_path) == [stale]
+
+
+def test_poll_timeouts_are_whole_milliseconds_and_at_least_one():
+    from mlbridge.compiler.fifo import _poll_ms
+
+    now = time.monotonic()
+    assert 1990 <= _poll_ms(now + 2.0) <= 2000
+    assert _poll_ms(now + 1e-7) == 1  # a partial millisecond is waited, not skipped
+    assert _poll_ms(now - 10.0) == 1

@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 
@@ -187,3 +189,24 @@ def test_check_value_of_floats_refuses_nan_and_infinity():
         with pytest.raises(AdviceConstraintError, match="outside its range \\[0, 4294967296\\)"):
             spec.check_value(np.float32(bad))
     spec.check_value(np.float32(4294967040.0))  # the largest float below 2^32
+
+
+@pytest.mark.parametrize(("llvm", "py", "dtype", "size", "number"), TABLE[:-1])
+def test_from_numpy_dtype_finds_each_numeric_type_by_kind_and_item_size(
+    llvm, py, dtype, size, number
+):
+    assert ElementType.from_numpy_dtype(np.dtype(dtype)) is ElementType[py]
+    assert ElementType.from_numpy_dtype(np.dtype(dtype).type) is ElementType[py]
+
+
+@pytest.mark.parametrize("dtype", ["S4", "U3"])
+def test_from_numpy_dtype_reads_byte_and_unicode_strings_as_string(dtype):
+    assert ElementType.from_numpy_dtype(np.dtype(dtype)) is ElementType.STRING
+
+
+@pytest.mark.parametrize("dtype", ["float16", "complex64", "datetime64[s]"])
+def test_from_numpy_dtype_refuses_a_type_llvm_has_not(dtype):
+    with pytest.raises(
+        SpecError, match=re.escape(f"no element type for numpy dtype {np.dtype(dtype)}")
+    ):
+        ElementType.from_numpy_dtype(np.dtype(dtype))
