@@ -98,3 +98,19 @@ def test_a_query_limit_ends_a_longer_session(tmp_path):
 def test_a_session_within_its_limits_is_a_normal_result(tmp_path):
     result = run(tmp_path, lambda obs: 0, deadline=BOUND, max_queries=QUERIES)
     assert (result.returncode, result.answered) == (0, QUERIES)
+
+
+def test_a_compiler_killed_before_opening_the_channel_names_the_signal(tmp_path):
+    # Thirty lines of stderr, one not UTF-8, then SIGSEGV before the FIFOs are opened.
+    script = (
+        'for i in $(seq 30); do echo "line $i" >&2; done; printf "bad \\377\\n" >&2; kill -SEGV $$'
+    )
+    with pytest.raises(PipeClosedError) as error:
+        drive_compiler(["sh", "-c", script, "{base}"], lambda obs: 0, timeout=BOUND,
+                       connect_timeout=BOUND, exit_timeout=BOUND, parent=tmp_path)  # fmt: skip
+    message = str(error.value)
+    assert message.startswith(
+        "the compiler (sh) was killed by SIGSEGV (signal 11) after 0 answered queries"
+    ), message
+    tail = message.split("stderr ends with:\n", 1)[1]
+    assert tail.splitlines() == [f"line {i}" for i in range(12, 31)] + ["bad \ufffd"]
