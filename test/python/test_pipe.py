@@ -609,6 +609,31 @@ def test_outcome_for_an_unknown_observation_is_an_error(channel: FifoChannel) ->
     fake.join()
 
 
+def test_outcome_of_two_tensors_is_an_error_naming_the_count(channel: FifoChannel) -> None:
+    header = Header((INT, VEC), ADVICE, score=SCORE)
+    two = Message(
+        MessageKind.OUTCOME,
+        0,
+        (Tensor("reward", ElementType.FLOAT, [1.0]), Tensor("extra", ElementType.FLOAT, [2.0])),
+    )
+
+    def script(c: FakeCompiler) -> None:
+        s = get_serdes("json")
+        c.write(s.encode(header) + s.encode(observation(0)))
+        read_reply(c, s, None)
+        c.write(s.encode(two))
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, "json", timeout=BOUND, connect_timeout=BOUND) as ci:
+        assert ci.evaluate() is not None
+        ci.respond(0)
+        with pytest.raises(
+            PipeError, match=r"outcome of observation 0 holds 2 tensors, expected one \(the score\)"
+        ):
+            ci.evaluate()
+    fake.join()
+
+
 def test_a_new_header_mid_stream_changes_the_specs(channel: FifoChannel) -> None:
     other = Header((TensorSpec("y", ElementType.INT32, (2,)),), ADVICE)
 
