@@ -47,7 +47,7 @@ import numpy as np
 
 from mlbridge._closing import Closing
 from mlbridge._files import write_atomically
-from mlbridge._process import killed_by_signal
+from mlbridge._process import die_with_parent, killed_by_signal
 from mlbridge.compiler.advice_constraints import with_stock_constraints
 from mlbridge.compiler.fifo import (
     GYM_PREFIX,
@@ -731,7 +731,9 @@ def drive_compiler(
     standard input and output are inherited; its stderr is copied to ``sys.stderr`` as it
     comes (and its end quoted if it exits before opening the channel). On any error the
     compiler is terminated (then killed), and the FIFOs and their folder are removed in
-    every case.
+    every case. The compiler gets SIGKILL if the thread that calls this dies (Linux's
+    parent-death signal, :func:`mlbridge._process.die_with_parent`): a driver that is
+    killed leaves no compiler behind.
 
     Args:
         command: The compiler command line, e.g. ``["opt-22", ...,
@@ -766,7 +768,10 @@ def drive_compiler(
     with FifoChannel(parent=parent) as channel:
         argv = [a.replace("{base}", str(channel.base)) for a in command]
         has_base = any("{base}" in a for a in command)
-        proc = subprocess.Popen(argv, stderr=subprocess.PIPE)
+        # The compiler dies with this thread: a driver that is killed would otherwise
+        # leave it spinning on the closed FIFOs (stock LLVM's interactive mode
+        # busy-loops there) for ever.
+        proc = subprocess.Popen(die_with_parent(argv), stderr=subprocess.PIPE)
         assert proc.stderr is not None
         stderr = _StderrTee(proc.stderr)
         expired = threading.Event()

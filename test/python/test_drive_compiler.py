@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -114,3 +116,58 @@ def test_a_compiler_killed_before_opening_the_channel_names_the_signal(tmp_path)
     ), message
     tail = message.split("stderr ends with:\n", 1)[1]
     assert tail.splitlines() == [f"line {i}" for i in range(12, 31)] + ["bad \ufffd"]
+
+
+def test_a_killed_driver_leaves_no_compiler_behind(tmp_path):
+    # The driver is SIGKILLed mid-session (no finally runs); stock opt would spin on the
+    # closed FIFOs for ever (LLVM's interactive mode busy-loops there).
+    ready = tmp_path / "asked"
+    driver = subprocess.Popen([sys.executable, "-c", f"""
+import time
+from pathlib import Path
+from mlbridge.compiler.pipe import drive_compiler
+def policy(obs):
+    Path({str(ready)!r}).write_text("x")
+    time.sleep(3600)
+drive_compiler({opt_command(tmp_path)!r}, policy, parent={str(tmp_path)!r})
+"""])  # fmt: skip
+    try:
+        deadline = time.monotonic() + BOUND
+        while not ready.exists():
+            assert driver.poll() is None, "the driver ended before the first query"
+            assert time.monotonic() < deadline, "no query within the bound"
+            time.sleep(0.05)
+        compilers = children_named(driver.pid, "opt-22")
+        assert len(compilers) == 1
+        driver.kill()
+        driver.wait(BOUND)
+        deadline = time.monotonic() + BOUND
+        while Path(f"/proc/{compilers[0]}").exists() and not is_zombie(compilers[0]):
+            assert time.monotonic() < deadline, "the compiler outlived its driver"
+            time.sleep(0.05)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait(BOUND)
+
+
+def children_named(parent: int, name: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            comm, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :]
+            if comm == name and rest.split()[1] == str(parent):
+                found.append(int(entry.name))
+    return found
+
+
+def is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2 :].split()[0] == "Z"
