@@ -1,10 +1,11 @@
 """Reading a model file's specs: ``mlbridge.models.specs``.
 
-Every file here is real: ONNX models built with the ``onnx`` package, shared objects
+The models here are real: ONNX models built with the ``onnx`` package, shared objects
 compiled with the system C compiler (their C ABI answers the questions
-``read_tfaot_abi_specs`` asks), sidecar JSON written as ``mlbridge aot`` and
-``mlbridge compile`` write it. The one made-up file is the 64-byte header of a
-big-endian shared object, since the checks read only the header.
+``read_tfaot_abi_specs`` asks), sidecar JSON as ``mlbridge aot`` and ``mlbridge compile``
+write it. Made up are the files a check must refuse (cut, wrong bytes) and the 64-byte
+header of a big-endian shared object: the ELF check reads only the header, and building
+a real one would need a cross linker.
 """
 
 from __future__ import annotations
