@@ -199,7 +199,9 @@ def read_onnx_specs(path: str | Path) -> ModelSpecs:
     except Exception as e:  # noqa: BLE001 - onnx raises protobuf's DecodeError and others
         raise ModelFileError(f"{path} is not a valid ONNX model: cannot parse it ({e})") from None
     try:
-        onnx.checker.check_model(model)
+        # Given the path, the checker looks for external weights beside the model, not in
+        # the working folder (it checks that they exist; it does not read them).
+        onnx.checker.check_model(str(path))
     except Exception as e:  # noqa: BLE001 - ValidationError and C++ checker errors
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelFileError(f"{path} is not a valid ONNX model: {first_line}") from None
@@ -278,13 +280,15 @@ def _check_shared_object(path: Path) -> None:
             header = f.read(18)
     except OSError as e:
         raise ModelFileError(f"cannot read {path}: {e.strerror}") from None
-    if header[:4] != _ELF_MAGIC:
+    # Shorter than the 18 bytes up to e_type, it is no ELF file (as C++'s checkSharedObject).
+    if len(header) < 18 or header[:4] != _ELF_MAGIC:
         raise ModelFileError(
             f"{path} is not a TF AOT model: it is not an ELF shared object "
             "(build one with `mlbridge aot`)"
         )
+    # e_type (ET_DYN = 3) is at offset 16 in the byte order of EI_DATA (1: little endian).
     byteorder: Literal["little", "big"] = "little" if header[5] == 1 else "big"
-    if len(header) < 18 or int.from_bytes(header[16:18], byteorder) != _ET_DYN:
+    if int.from_bytes(header[16:18], byteorder) != _ET_DYN:
         raise ModelFileError(
             f"{path} is not a TF AOT model: it is an ELF file but not a shared object "
             "(build one with `mlbridge aot`)"
