@@ -825,9 +825,7 @@ def drive_compiler(
                     except subprocess.TimeoutExpired:
                         code = None
                 if code is not None and code < 0:
-                    return PipeClosedError(
-                        killed_by_signal(argv[0], code, answered, stderr.tail())
-                    )
+                    return PipeClosedError(killed_by_signal(argv[0], code, answered, stderr.tail()))
                 return None
 
             try:
