@@ -666,7 +666,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="pipe-bitstream × 3 faults")
     parser.add_argument("--timeout-ms", type=int, default=2000)
     parser.add_argument("--margin", type=float, default=10.0, help="seconds over the timeout")
-    parser.add_argument("--out", type=Path, default=REPO / "build" / "fault-matrix")
+    parser.add_argument("--out", type=Path, default=Path("build") / "fault-matrix")
     parser.add_argument(
         "--build-dir", type=Path, default=Path(os.environ.get("MLBRIDGE_BUILD_DIR", REPO / "build"))
     )

@@ -66,3 +66,20 @@ def test_a_fault_not_injectable_on_a_transport_is_not_applicable(tmp_path: Path)
     )  # fmt: skip
     assert not cell.applicable and cell.reason
     assert fault_matrix.cell_text(cell).startswith("n/a: ")
+
+
+def test_judge_names_each_broken_rule() -> None:
+    def judged(**fields: object) -> list[str]:
+        cell = fault_matrix.Cell("stall", "pipe-bitstream", "fail", bound=12.0, wall=2.0)
+        for name, value in fields.items():
+            setattr(cell, name, value)
+        fault_matrix.judge(cell, "")
+        return cell.violations
+
+    assert judged(exit=1) == []
+    assert "killed by signal 9" in judged(exit=-9)[0]
+    assert "past the bound" in judged(exit=1, wall=12.5)[0]
+    assert "busy wait" in judged(exit=1, cpu=1.9)[0]
+    assert "silent wrong result" in judged(exit=0, same_as_stock=False)[0]
+    assert "leftover files" in judged(exit=1, leftovers=["mlbridge-pipe-1-x/channel.in"])[0]
+    assert "processes left" in judged(exit=1, processes=["7 opt-22 state Z"])[0]
