@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -77,7 +78,57 @@ def parse_line(line: bytes, offset: int) -> dict[str, Any]:
         raise MalformedInputError(
             f"record at byte offset {offset} is not a non-empty JSON object: {line[:80]!r}"
         )
+    check_duplicate_keys(line, obj, offset)
     return obj
+
+
+def _key_count(obj: dict[str, Any]) -> int:
+    """The keys of ``obj`` and of the objects in it (not looking into lists of values)."""
+    count, stack = 0, [obj]
+    while stack:
+        v = stack.pop()
+        if type(v) is dict:
+            count += len(v)
+            stack.extend(v.values())
+        elif type(v) is list and v and type(v[0]) in (dict, list):
+            stack.extend(v)
+    return count
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen.add(key)
+    return dict(pairs)
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def check_duplicate_keys(line: bytes, obj: dict[str, Any], offset: int) -> None:
+    """Refuse a line whose JSON objects repeat a key, as the C++ decoder does.
+
+    orjson keeps the last of duplicate keys; so does llvm::json, but the C++ side checks
+    every value it sees, so both refuse duplicates. Cheap when there are none: the line's
+    ``":`` count equals the parsed keys (only a string holding ``":``, whitespace before
+    a colon or a duplicate makes them differ, and only then is the line parsed again).
+
+    Raises:
+        MalformedInputError: Naming the key.
+    """
+    if line.count(b'":') == _key_count(obj):
+        return
+    try:
+        json.loads(line, object_pairs_hook=_refuse_duplicates)
+    except _DuplicateKey as e:
+        raise MalformedInputError(
+            f"line at byte offset {offset} has a duplicate key {e.args[0]!r} in an object"
+        ) from None
+    except ValueError:  # what orjson reads, json may not (nothing here is duplicated)
+        return
 
 
 def _spec(obj: object, where: str, offset: int) -> TensorSpec:

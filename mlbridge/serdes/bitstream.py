@@ -192,6 +192,7 @@ class BitstreamSerDes(SerDes):
             obj = None
         if type(obj) is not dict or not obj:
             obj = _lines.parse_line(line, offset)  # raises, with the wording
+        _lines.check_duplicate_keys(line, obj, offset)
         if next(iter(obj)) in _KINDS:  # a message
             return self._decode_message(obj, reader, offset, len(line) + 1)
         if "features" in obj:
@@ -226,6 +227,10 @@ class BitstreamSerDes(SerDes):
             or not _INT64_MIN <= msg_id <= _INT64_MAX
             or not (len(obj) == 1 or (len(obj) == 2 and "shapes" in obj))
         ):
+            return None
+        shapes_obj = obj.get("shapes")
+        keys = len(obj) + (len(shapes_obj) if type(shapes_obj) is dict else 0)
+        if line.count(b'":') != keys:  # a duplicate key (or odd spacing): the generic path
             return None
         if self._plans_header is self.read_header and key in self._plans:
             plan = self._plans[key]  # the usual case: no call

@@ -140,15 +140,17 @@ parseCommonLine(const json::Object &O, const DecoderLimits &Limits,
                                          toString(H.takeError()));
     return Record(std::move(*H));
   }
+  // A context or end line has that one key, as in Python: a message line
+  // with a "context" key is not a context.
   if (const json::Value *C = O.get("context")) {
     std::optional<StringRef> Name = C->getAsString();
-    if (!Name)
-      return decodeError(SerDesName,
-                         "context record" + Where + " is not a string");
+    if (!Name || O.size() != 1)
+      return decodeError(SerDesName, "context record" + Where +
+                                         " must be {\"context\":<string>}");
     return Record(Context{Name->str()});
   }
   if (const json::Value *E = O.get("end")) {
-    if (E->getAsBoolean() != std::optional<bool>(true))
+    if (E->getAsBoolean() != std::optional<bool>(true) || O.size() != 1)
       return decodeError(SerDesName,
                          "end record" + Where + " must be {\"end\":true}");
     return Record(End{});
@@ -231,7 +233,24 @@ struct LexFrame {
   bool IsObject;
   bool ExpectKey;
   StringRef Key;
+  /// The keys seen so far in this object, decoded.
+  SmallVector<std::string, 4> Keys = {};
 };
+
+/// The decoded form of the key between quotes at \p Quoted (escapes are rare:
+/// only then is the string parsed).
+std::string decodeKey(StringRef Quoted) {
+  StringRef Raw = Quoted.drop_front().drop_back();
+  if (!Raw.contains('\\'))
+    return Raw.str();
+  Expected<json::Value> V = json::parse(Quoted);
+  if (!V) {
+    consumeError(V.takeError());
+    return Raw.str(); // the parser names the bad escape later
+  }
+  std::optional<StringRef> S = V->getAsString();
+  return S ? S->str() : Raw.str();
+}
 
 bool isHex(char C) {
   return (C >= '0' && C <= '9') || (C >= 'a' && C <= 'f') ||
@@ -355,8 +374,18 @@ Error checkJSONLine(StringRef Line, size_t MaxDepth, StringRef SerDesName,
             I += 4;
         }
       }
-      if (!Stack.empty() && Stack.back().IsObject && Stack.back().ExpectKey)
-        Stack.back().Key = Line.slice(Start, std::min(I, N));
+      if (!Stack.empty() && Stack.back().IsObject && Stack.back().ExpectKey) {
+        LexFrame &Top = Stack.back();
+        Top.Key = Line.slice(Start, std::min(I, N));
+        // llvm::json keeps the last of duplicate keys, as Python's parser
+        // does, but its earlier values would still be checked here: both
+        // sides refuse duplicates instead.
+        std::string Key = decodeKey(Line.slice(Start - 1, std::min(I + 1, N)));
+        if (llvm::is_contained(Top.Keys, Key))
+          return Fail("has a duplicate key '" + Key + "' in an object");
+        Top.Keys.push_back(std::move(Key));
+        Top.ExpectKey = false;
+      }
       continue;
     }
     if (C == '-' && I + 1 < N && (Line[I + 1] == 'I' || Line[I + 1] == 'N'))
@@ -390,6 +419,10 @@ Error checkJSONLine(StringRef Line, size_t MaxDepth, StringRef SerDesName,
     case '+':
       // llvm::json::parse takes "+1" as a number; JSON (and Python) do not.
       return Fail("has '+' outside a string (a JSON number has no plus sign)");
+    case '.':
+      // llvm::json::parse takes ".5" as a number; JSON (and Python) do not.
+      return Fail("has a number starting with '.' (a JSON number starts with "
+                  "a digit or '-')");
     case '{':
     case '[':
       Stack.push_back({C == '{', C == '{', StringRef()});

@@ -624,6 +624,10 @@ static Error decodeNonFinite(StringRef S, ElementType Type, char *Dest,
 static Error decodeFloatLiteral(StringRef Token, ElementType Type, char *Dest,
                                 ElementError Bad) {
   bool IsFloat = Type == ElementType::Float;
+  // An integer literal is that integer's value, as in the Python decoder:
+  // "-0" is the integer 0, so +0.0 (write -0.0 for a negative zero).
+  if (Token == "-0")
+    Token = "0";
   if (!(IsFloat ? parseFloat<float>(Token, Dest)
                 : parseFloat<double>(Token, Dest)))
     return Bad("'" + Token + "' is not a valid number");

@@ -307,3 +307,42 @@ def test_a_malformed_spec_outranks_an_earlier_spec_above_the_limits(tool, serdes
     result = decode_with_tool(tool, serdes, data)
     assert result.returncode == 1, result.stdout
     assert b"limit" not in result.stderr and b"bad" in result.stderr, result.stderr
+
+
+# Found by the differential fuzzer's million-input runs: four inputs each side read
+# differently, now read alike.
+@pytest.mark.parametrize(
+    "serdes, line, words",
+    [
+        # A duplicate key: orjson and llvm::json keep the last, but C++ checked the first
+        # (and still names what it meets first, here the bad port).
+        ("bitstream", b'{"features":[{"name":"a","type":"int32_t","port":-1e39,"port":0,'
+                      b'"shape":[2]}]}\n', b"'port'"),
+        ("json", b'{"features":[{"name":"a","type":"int32_t","port":0,"shape":[2],'
+                 b'"shape":[1]}]}\n', b"duplicate key 'shape'"),
+        # A message line with a "context" key was a context in C++.
+        ("json", b'{"observation":0,"context":"second"}\n', b"context record"),
+        # llvm::json reads ".0" as a number.
+        ("json", b'{"observation":.0,"tensors":[]}\n', b"starting with '.'"),
+    ],
+)  # fmt: skip
+def test_both_sides_reject_what_the_long_fuzzer_run_found(tool, serdes, line, words):
+    with pytest.raises(MalformedInputError):
+        get_serdes(serdes).decode_stream(line)
+    result = decode_with_tool(tool, serdes, line)
+    assert result.returncode == 1, result.stdout
+    assert words in result.stderr, result.stderr
+
+
+def test_an_integer_minus_zero_in_a_float_tensor_is_plus_zero_on_both_sides(tool):
+    header = Header((TensorSpec("t", ElementType.FLOAT, (2,)),), None)
+    data = get_serdes("json").encode_stream([header]) + (
+        b'{"observation":0,"tensors":[{"name":"t","type":"float","shape":[2],"data":[-0,-0.0]}]}\n'
+    )
+    values = get_serdes("json").decode_stream(data)[-1].tensors[0].array
+    assert values.tobytes() == b"\x00\x00\x00\x00\x00\x00\x00\x80"
+    result = decode_with_tool(tool, "json", data)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["records"][-1]["message"]["tensors"][0]["raw"] == (
+        "0000000000000080"
+    )
