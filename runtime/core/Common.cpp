@@ -459,7 +459,19 @@ Error readGrowing(ByteReader &Reader, std::string &Out, uint64_t Size) {
             Reader.readExact(MutableArrayRef<char>(Out.data() + Have, Chunk))) {
       if (Have == 0 && isEndOfStream(E))
         return E;
-      consumeError(std::move(E));
+      std::error_code Code;
+      std::string Why;
+      handleAllErrors(std::move(E), [&](const ErrorInfoBase &Info) {
+        Code = Info.convertToErrorCode();
+        Why = Info.message();
+      });
+      // A read that ran out of time is a timeout, not a truncation: nothing
+      // ended, the peer is still there.
+      if (Code == std::errc::timed_out)
+        return createStringError(
+            Code, "%s (while reading %llu bytes from byte offset %llu)",
+            Why.c_str(), static_cast<unsigned long long>(Size),
+            static_cast<unsigned long long>(Start));
       return createStringError(
           inconvertibleErrorCode(),
           "input truncated: needed %llu bytes from byte offset %llu, the "

@@ -83,3 +83,22 @@ def test_judge_names_each_broken_rule() -> None:
     assert "silent wrong result" in judged(exit=0, same_as_stock=False)[0]
     assert "leftover files" in judged(exit=1, leftovers=["mlbridge-pipe-1-x/channel.in"])[0]
     assert "processes left" in judged(exit=1, processes=["7 opt-22 state Z"])[0]
+
+
+def test_a_protobuf_reply_cut_short_then_a_stall_is_a_timeout_not_a_truncation(
+    tmp_path: Path,
+) -> None:
+    # The model sends part of its reply and waits: nothing ended, so the compiler must
+    # say it timed out (it said "input truncated ... the input ends before byte 41").
+    built_plugin("llvm")
+    (cell,) = fault_matrix.run_matrix(
+        [fault_matrix.FAULTS_BY_NAME["truncated"]],
+        ["pipe-protobuf"],
+        ["fail"],
+        build_dir=build_dir(),
+        out=tmp_path,
+        progress=False,
+    )
+    text = fault_matrix.cell_text(cell)
+    assert cell.exit == 1 and cell.violations == [], text
+    assert "truncated" not in cell.diagnostic and "within" in cell.diagnostic, text
