@@ -38,6 +38,7 @@ from mlbridge.models.specs import (
     ModelKind,
     ModelSpecs,
     guess_kind,
+    onnx_external_data_files,
     read_ir2vec_vocab_specs,
     read_onnx_specs,
     read_tfaot_specs,
@@ -484,6 +485,11 @@ class Registry:
             try:
                 copied = staging / source.name
                 shutil.copyfile(source, copied)
+                # An ONNX model's external weights travel with it (read_onnx_specs checked
+                # that they are there).
+                for weights in onnx_external_data_files(source) if kind == "onnx" else []:
+                    (staging / weights).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(source.parent / weights, staging / weights)
                 model = RegisteredModel(
                     name=name,
                     kind=kind,

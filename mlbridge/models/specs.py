@@ -23,6 +23,7 @@ __all__ = [
     "ModelKind",
     "ModelSpecs",
     "guess_kind",
+    "onnx_external_data_files",
     "read_ir2vec_vocab_specs",
     "read_onnx_specs",
     "read_specs_file",
@@ -166,6 +167,35 @@ def _onnx_value_spec(value: Any, role: str, path: Path) -> TensorSpec:  # noqa: 
         return TensorSpec(value.name, elem, shape)
     except SpecError as e:
         raise ModelFileError(f"{what}: {e}") from None
+
+
+def onnx_external_data_files(path: str | os.PathLike[str]) -> list[str]:
+    """The files that hold ONNX model ``path``'s external weights, relative to its folder.
+
+    (``onnx.checker``, which :func:`read_onnx_specs` runs, refuses a location outside the
+    model's folder.)
+
+    Raises:
+        ModelFileError: If the model cannot be read.
+    """
+    path = Path(path)
+    try:
+        import onnx
+    except ImportError as e:
+        raise ModelFileError(
+            f"reading ONNX models needs the onnx package (pip install 'mlbridge[onnx]'): {e}"
+        ) from None
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as e:  # noqa: BLE001 - onnx raises protobuf's DecodeError and others
+        raise ModelFileError(f"{path} is not a valid ONNX model: cannot parse it ({e})") from None
+    files: list[str] = []
+    for tensor in model.graph.initializer:
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            location = next(e.value for e in tensor.external_data if e.key == "location")
+            if location not in files:
+                files.append(location)
+    return files
 
 
 def read_onnx_specs(path: str | Path) -> ModelSpecs:

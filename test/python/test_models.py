@@ -533,3 +533,19 @@ def test_cli_notes_a_model_registered_without_a_task(
     status, _, err = cli(capsys, "register", "m", str(onnx_file))
     assert status == 0
     assert "advice of 'm' (y) names no mlbridge pass" in err and "--task" in err
+
+
+def test_an_onnx_model_with_external_weights_is_registered_with_them(
+    registry_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_model_specs import external_weights_model
+
+    source = external_weights_model(tmp_path / "model")
+    weights = (source.parent / "m.onnx.data").read_bytes()
+    model = Registry().register("with-weights", source)
+    assert (model.path.parent / "m.onnx.data").read_bytes() == weights
+    shutil.rmtree(source.parent)  # the registered copy stands alone
+    monkeypatch.chdir(tmp_path)
+    assert read_onnx_specs(model.path).advice == (TensorSpec("y", ElementType.FLOAT, (4,)),)
+    loaded = onnx.load(str(model.path))  # reads the weights from beside the copy
+    assert onnx.numpy_helper.to_array(loaded.graph.initializer[0]).tolist() == [0, 1, 2, 3]
