@@ -152,6 +152,17 @@ def test_bitstream_writer_refuses_a_message_that_does_not_match_the_header():
         s.encode(Message(MessageKind.OBSERVATION, 0, (Tensor("x", "int64_t", [1, 2, 3]),)))
     with pytest.raises(HeaderMismatchError, match="no advice spec"):
         s.encode(Message(MessageKind.ADVICE, 0, ()))
+    with pytest.raises(
+        HeaderMismatchError,
+        match=r"^observation 0: the header lists 1 tensors \(x\), the message has 2$",
+    ):
+        s.encode(
+            Message(
+                MessageKind.OBSERVATION,
+                0,
+                (Tensor("x", "int64_t", [1, 2]), Tensor("x", "int64_t", [1, 2])),
+            )
+        )
 
 
 @pytest.mark.parametrize("serdes", ["bitstream", "json"])

@@ -210,3 +210,8 @@ def test_from_numpy_dtype_refuses_a_type_llvm_has_not(dtype):
         SpecError, match=re.escape(f"no element type for numpy dtype {np.dtype(dtype)}")
     ):
         ElementType.from_numpy_dtype(np.dtype(dtype))
+
+
+def test_spec_text_that_is_not_json_is_named_so():
+    with pytest.raises(SpecError, match=r"^invalid tensor spec JSON: "):
+        TensorSpec.from_json(b"{not json")

@@ -1,0 +1,132 @@
+"""mlbridge.compiler.fifo's raw I/O on real pipes: write_all and FifoReader.read_exact.
+
+The model side writes replies with ``write_all`` (non-blocking, each wait bounded) and
+reads records with ``FifoReader``; these tests drive both over ``os.pipe()`` at the
+edges the compiler sessions rarely reach: a reply larger than the pipe, a reader that
+stops reading or closes mid-write, a record cut short.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mlbridge.compiler.fifo import FifoReader, write_all
+from mlbridge.errors import PipeClosedError, PipeError, PipeTimeoutError, TruncatedInputError
+
+PATH = Path("channel.in")
+
+
+def nonblocking_pipe() -> tuple[int, int]:
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    return read_fd, write_fd
+
+
+def test_write_all_writes_more_than_the_pipe_holds_as_the_reader_drains_it():
+    read_fd, write_fd = nonblocking_pipe()
+    data = bytes(range(256)) * 4096  # 1 MiB: sixteen default pipe buffers
+    got = bytearray()
+
+    def drain() -> None:
+        while chunk := os.read(read_fd, 1 << 16):
+            got.extend(chunk)
+            time.sleep(0.001)  # a slow reader: the writer must wait, not spin or drop
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        write_all(write_fd, data, PATH, 30.0, "the reply")
+    finally:
+        os.close(write_fd)
+        reader.join(30)
+        os.close(read_fd)
+    assert bytes(got) == data
+
+
+def test_write_all_to_a_reader_that_stops_reading_times_out_naming_the_data():
+    read_fd, write_fd = nonblocking_pipe()
+    try:
+        start = time.monotonic()
+        with pytest.raises(
+            PipeTimeoutError,
+            match=r"channel\.in: the compiler did not read the reply within 0\.3 s",
+        ):
+            write_all(write_fd, b"x" * (1 << 20), PATH, 0.3, lambda: "the reply")
+        assert time.monotonic() - start >= 0.3
+    finally:
+        os.close(write_fd)
+        os.close(read_fd)
+
+
+def test_write_all_to_a_reader_that_closes_mid_write_names_the_data():
+    read_fd, write_fd = nonblocking_pipe()
+    os.write(write_fd, b"y" * 1000)  # part of the pipe is taken: the next write is partial
+
+    def close_soon() -> None:
+        time.sleep(0.2)
+        os.close(read_fd)
+
+    closer = threading.Thread(target=close_soon)
+    closer.start()
+    try:
+        with pytest.raises(
+            PipeClosedError,
+            match=r"channel\.in: the compiler closed its end while mlbridge was writing "
+            r"the advice for observation 3",
+        ):
+            write_all(write_fd, b"x" * (1 << 20), PATH, 30.0, "the advice for observation 3")
+    finally:
+        closer.join(30)
+        os.close(write_fd)
+
+
+def test_write_all_to_a_closed_reader_says_so_at_once():
+    read_fd, write_fd = nonblocking_pipe()
+    os.close(read_fd)
+    try:
+        with pytest.raises(PipeClosedError, match="while mlbridge was writing the reply"):
+            write_all(write_fd, b"z", PATH, 30.0, lambda: "the reply")
+    finally:
+        os.close(write_fd)
+
+
+def test_write_all_to_a_bad_descriptor_is_a_pipe_error_naming_the_path():
+    read_fd, write_fd = os.pipe()
+    os.close(read_fd)
+    os.close(write_fd)
+    with pytest.raises(PipeError, match=r"channel\.in: write failed: Bad file descriptor"):
+        write_all(write_fd, b"z", PATH, 1.0, "the reply")
+
+
+def reader_over(data: bytes, close: bool = True) -> tuple[FifoReader, int]:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, data)
+    if close:
+        os.close(write_fd)
+    os.set_blocking(read_fd, False)
+    return FifoReader(read_fd, Path("channel.out"), 0.3), write_fd
+
+
+def test_read_exact_cut_short_names_what_was_needed_and_what_arrived():
+    reader, _ = reader_over(b"abc\nde")
+    assert reader.read_line(10) == b"abc"
+    with pytest.raises(
+        TruncatedInputError,
+        match=r"^input ends at byte offset 6: needed 5 bytes from offset 4, only 2 arrived$",
+    ):
+        reader.read_exact(5)
+
+
+def test_read_exact_of_a_stalled_writer_times_out_naming_the_bytes_and_offset():
+    reader, write_fd = reader_over(b"abcd", close=False)
+    try:
+        assert reader.read_exact(1) == b"a"
+        with pytest.raises(PipeTimeoutError, match=r"waiting for 9 bytes at stream offset 1"):
+            reader.read_exact(9)
+    finally:
+        os.close(write_fd)
