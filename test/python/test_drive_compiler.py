@@ -102,7 +102,7 @@ def test_a_session_within_its_limits_is_a_normal_result(tmp_path):
     assert (result.returncode, result.answered) == (0, QUERIES)
 
 
-def test_a_compiler_killed_before_opening_the_channel_names_the_signal(tmp_path):
+def test_a_compiler_killed_before_opening_the_channel_names_the_signal(tmp_path, capfd):
     # Thirty lines of stderr, one not UTF-8, then SIGSEGV before the FIFOs are opened.
     script = (
         'for i in $(seq 30); do echo "line $i" >&2; done; printf "bad \\377\\n" >&2; kill -SEGV $$'
@@ -116,6 +116,29 @@ def test_a_compiler_killed_before_opening_the_channel_names_the_signal(tmp_path)
     ), message
     tail = message.split("stderr ends with:\n", 1)[1]
     assert tail.splitlines() == [f"line {i}" for i in range(12, 31)] + ["bad \ufffd"]
+    # All of it also reached our stderr as it came, the bad byte replaced.
+    forwarded = capfd.readouterr().err.splitlines()
+    assert forwarded[:30] == [f"line {i}" for i in range(1, 31)]
+    assert "bad \ufffd" in forwarded
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"deadline": -1.0}, "deadline must be"),
+        ({"exit_timeout": 0.0}, "exit_timeout must be"),
+        ({"max_queries": -1}, "^max_queries must be >= 0, got -1$"),
+    ],
+)
+def test_bad_bounds_are_refused_naming_the_argument(tmp_path, option, message):
+    with pytest.raises(ValueError, match=message):
+        drive_compiler(["true", "{base}"], lambda obs: 0, parent=tmp_path, **option)
+
+
+def test_require_end_reaches_the_interface(tmp_path):
+    # Stock opt ends its sessions by exiting, without mlbridge's end record.
+    with pytest.raises(PipeClosedError, match="no end record"):
+        run(tmp_path, lambda obs: 0, require_end=True)
 
 
 def test_a_killed_driver_leaves_no_compiler_behind(tmp_path):
