@@ -51,13 +51,15 @@ def test_write_all_writes_more_than_the_pipe_holds_as_the_reader_drains_it():
 def test_write_all_to_a_reader_that_stops_reading_times_out_naming_the_data():
     read_fd, write_fd = nonblocking_pipe()
     try:
-        start = time.monotonic()
+        start, cpu = time.monotonic(), time.thread_time()
         with pytest.raises(
             PipeTimeoutError,
             match=r"channel\.in: the compiler did not read the reply within 0\.3 s",
         ):
             write_all(write_fd, b"x" * (1 << 20), PATH, 0.3, lambda: "the reply")
         assert time.monotonic() - start >= 0.3
+        # It waited in poll(), not in a loop of failed writes.
+        assert time.thread_time() - cpu < 0.15
     finally:
         os.close(write_fd)
         os.close(read_fd)

@@ -508,3 +508,48 @@ def test_bitstream_reset_forgets_both_headers():
         s.decode(BytesReader(message_bytes))
     with pytest.raises(HeaderMismatchError, match="needs a header first"):
         s.encode(message)
+
+
+# -- limits and words the fast paths must keep -------------------------------------------
+
+
+def test_json_tensor_count_limit_names_the_record_offset():
+    header = get_serdes("json").encode_stream([Header((), None)])
+    line = json_message(
+        b'{"name":"a","type":"float","shape":[1],"data":[1]},'
+        b'{"name":"b","type":"float","shape":[1],"data":[1]}'
+    )
+    with pytest.raises(
+        LimitExceededError,
+        match=rf"^record at byte offset {len(header)} has 2 tensors, more than max_tensors=1$",
+    ):
+        get_serdes("json", limits=DecodeLimits(max_tensors=1)).decode_stream(header + line)
+
+
+def test_json_data_that_is_not_a_list_is_named():
+    with pytest.raises(MalformedInputError, match=r"tensor 0 \('t'\): data must be a list$"):
+        get_serdes("json").decode_stream(
+            json_message(b'{"name":"t","type":"float","shape":[1],"data":{}}')
+        )
+
+
+def test_protobuf_tensor_count_limit_names_the_record_offset():
+    first = proto_stream(pb.Record(context="f"))
+    rec = pb.Record()
+    for name in ("a", "b"):
+        rec.message.tensors.add(name=name, type=pb.ELEMENT_TYPE_INT8, shape=[1], data=b"\0")
+    with pytest.raises(
+        LimitExceededError,
+        match=rf"^record at byte offset {len(first)} has 2 tensors, more than max_tensors=1$",
+    ):
+        get_serdes("protobuf", limits=DecodeLimits(max_tensors=1)).decode_stream(
+            first + proto_stream(rec)
+        )
+
+
+def test_protobuf_bad_score_spec_is_named_as_the_score():
+    rec = pb.Record()
+    rec.header.score.name = "r"
+    rec.header.score.type = 99
+    with pytest.raises(MalformedInputError, match=r"record at byte offset 0: score \('r'\)"):
+        get_serdes("protobuf").decode_stream(proto_stream(rec))

@@ -3,6 +3,8 @@
 import signal
 import subprocess
 
+import pytest
+
 from mlbridge._process import die_with_parent, killed_by_signal, signal_name
 
 
@@ -32,3 +34,18 @@ def test_die_with_parent_runs_the_command_with_its_arguments():
 
 def test_die_with_parent_names_the_signal_it_sets():
     assert die_with_parent(["true"], signal.SIGTERM)[1] == "--pdeathsig=TERM"
+
+
+def test_die_with_parent_without_setpriv_says_what_to_install(monkeypatch):
+    import shutil
+
+    real_which = shutil.which
+    monkeypatch.setattr(
+        shutil, "which", lambda name, *a, **k: None if name == "setpriv" else real_which(name)
+    )
+    with pytest.raises(FileNotFoundError) as error:
+        die_with_parent(["true"])
+    assert str(error.value) == (
+        "setpriv is not installed: the compilers of a gym environment need it to die with "
+        "the trainer (apt install util-linux)"
+    )
