@@ -12,6 +12,7 @@ import io
 import os
 import select
 import stat
+import struct
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 from conftest import LLVM_FIXTURE
 
@@ -829,3 +831,96 @@ def test_poll_timeouts_are_whole_milliseconds_and_at_least_one():
     assert 1990 <= _poll_ms(now + 2.0) <= 2000
     assert _poll_ms(now + 1e-7) == 1  # a partial millisecond is waited, not skipped
     assert _poll_ms(now - 10.0) == 1
+
+
+# -- the forms advice may take ---------------------------------------------------------
+
+
+def one_reply(channel: FifoChannel, serdes: str, header: Header, advice) -> bytes:
+    """The bytes the compiler reads after one observation answered with ``advice``."""
+    got: list[bytes] = []
+
+    def script(c: FakeCompiler) -> None:
+        s = get_serdes(serdes)
+        c.write(s.encode(header) + s.encode(observation(0)))
+        if serdes == "bitstream":
+            got.append(c.read_reply(8))
+        else:
+            data = b""
+            while not data.endswith(b"\n"):
+                data += c.read_reply(1)
+            got.append(data)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(
+        channel.base, serdes, timeout=BOUND, connect_timeout=BOUND, typed_replies=False
+    ) as ci:
+        assert ci.evaluate() is not None
+        ci.respond(advice)
+    fake.join()
+    return got[0]
+
+
+@pytest.mark.parametrize(
+    "advice",
+    [
+        Tensor("decision", ElementType.INT64, [7]),
+        np.array([7], dtype=np.int64),
+        np.int64(7),
+        7,
+    ],
+    ids=["tensor", "exact-array", "exact-scalar", "int"],
+)
+def test_each_form_of_advice_sends_the_specs_name_type_and_value(channel, advice):
+    reply = one_reply(channel, "json", HEADER, advice)
+    assert orjson.loads(reply) == {
+        "advice": 0,
+        "tensors": [{"name": "decision", "type": "int64_t", "shape": [1], "data": [7]}],
+    }
+
+
+def test_a_raw_reply_is_the_values_bytes(channel):
+    assert one_reply(channel, "bitstream", HEADER, Tensor("decision", "int64_t", [7])) == (
+        struct.pack("<q", 7)
+    )
+
+
+@pytest.mark.parametrize(
+    "advice",
+    [Tensor("other", ElementType.INT64, [7]), Tensor("decision", ElementType.INT32, [7])],
+    ids=["name", "type"],
+)
+def test_an_advice_tensor_that_is_not_the_specs_is_an_error_naming_both(channel, advice):
+    def script(c: FakeCompiler) -> None:
+        c.write(b"".join(stream(HEADER, observation(0))))
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        assert ci.evaluate() is not None
+        with pytest.raises(
+            PipeError,
+            match=rf"^advice tensor '{advice.name}' \({advice.type.llvm_name}\) does not match "
+            r"the advice spec 'decision' \(int64_t\)$",
+        ):
+            ci.respond(advice)
+    fake.join()
+
+
+def test_a_dynamic_advice_cannot_go_as_a_raw_reply(channel):
+    header = Header((INT, VEC), TensorSpec("decision", ElementType.INT64, (-1,)))
+
+    def script(c: FakeCompiler) -> None:
+        c.write(b"".join(stream(header, observation(0))))
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(
+        channel.base, timeout=BOUND, connect_timeout=BOUND, typed_replies=False
+    ) as ci:
+        assert ci.evaluate() is not None
+        with pytest.raises(
+            PipeError,
+            match=r"^advice 'decision' has a dynamic shape \[-1\]: LLVM's raw reply cannot "
+            r"carry it \(use the json or protobuf SerDes\)$",
+        ):
+            ci.respond([1, 2])
+    fake.join()
