@@ -9,6 +9,7 @@ stops reading or closes mid-write, a record cut short.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -132,3 +133,29 @@ def test_read_exact_of_a_stalled_writer_times_out_naming_the_bytes_and_offset():
             reader.read_exact(9)
     finally:
         os.close(write_fd)
+
+
+def test_a_fifo_others_may_write_is_refused_with_the_fix(tmp_path):
+    from mlbridge.compiler.fifo import open_fifo_reader
+    from mlbridge.errors import UntrustedFileError
+
+    fifo = tmp_path / "channel.out"
+    os.mkfifo(fifo)
+    os.chmod(fifo, 0o622)
+    with pytest.raises(UntrustedFileError) as error:
+        open_fifo_reader(fifo, time.monotonic() + 5, 5.0, lambda: None)
+    assert str(error.value) == (
+        f"refusing the channel FIFO {fifo}: its group or others may write it (mode 0622); "
+        "make the channel in a private folder (FifoChannel() makes one, mode 0700; or "
+        "mkdir -m 700 DIR and use DIR/channel)"
+    )
+
+
+def test_a_file_that_is_not_a_fifo_is_refused(tmp_path):
+    from mlbridge.compiler.fifo import open_fifo_reader
+
+    plain = tmp_path / "channel.out"
+    plain.write_bytes(b"")
+    os.chmod(plain, 0o600)
+    with pytest.raises(PipeError, match=rf"^{re.escape(str(plain))} is not a FIFO$"):
+        open_fifo_reader(plain, time.monotonic() + 5, 5.0, lambda: None)
