@@ -924,3 +924,23 @@ def test_a_dynamic_advice_cannot_go_as_a_raw_reply(channel):
         ):
             ci.respond([1, 2])
     fake.join()
+
+
+def test_an_observation_carries_its_context_and_the_constrained_advice_spec(channel):
+    stock = Header((INT, VEC), TensorSpec("inlining_decision", ElementType.INT64, (1,)))
+
+    def script(c: FakeCompiler) -> None:
+        c.write(b"".join(stream(stock, Context("f"), observation(0))))
+        c.read_reply(8)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(
+        channel.base, timeout=BOUND, connect_timeout=BOUND, typed_replies=False
+    ) as ci:
+        obs = ci.evaluate()
+        assert obs.context == "f"
+        assert obs.advice.name == "inlining_decision"
+        assert obs.advice.valid_range == (0, 2)  # the stock inliner's, not in its header
+        assert obs.header.advice.valid_range is None
+        ci.respond(1)
+    fake.join()
