@@ -349,3 +349,60 @@ def test_stream_read_exact_after_a_peek_joins_the_peeked_byte():
     ):
         reader.read_exact(3)
     assert reader.offset == 6
+
+
+class MinimalReader:
+    """A ByteReader with only the required methods (no read_into, no read_framed)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._inner = BytesReader(data)
+
+    @property
+    def offset(self) -> int:
+        return self._inner.offset
+
+    def at_end(self) -> bool:
+        return self._inner.at_end()
+
+    def read_exact(self, n: int) -> bytes:
+        return self._inner.read_exact(n)
+
+    def read_line(self, max_len: int) -> bytes:
+        return self._inner.read_line(max_len)
+
+
+@pytest.mark.parametrize("path", VECTOR_STREAMS, ids=lambda p: p.name)
+def test_a_reader_with_only_the_required_methods_decodes_every_vector(path):
+    serdes = path.suffix[1:]
+    data = path.read_bytes()
+    assert decode_all(serdes, MinimalReader(data)) == decode_all(serdes, BytesReader(data))
+
+
+def test_read_exact_of_a_negative_size_is_a_value_error():
+    with pytest.raises(ValueError, match="^read_exact: negative size -1$"):
+        BytesReader(b"ab").read_exact(-1)
+
+
+def test_recycling_buffer_take_beyond_the_message_is_a_value_error():
+    buffer = RecyclingBuffer()
+    buffer.start_message(RecyclingBuffer.MIN_BLOCK * 4)
+    buffer.take(RecyclingBuffer.MIN_BLOCK * 4)
+    with pytest.raises(
+        ValueError, match="^RecyclingBuffer.take beyond the size given to start_message$"
+    ):
+        buffer.take(RecyclingBuffer.MIN_BLOCK * 5)
+
+
+def test_recycling_buffer_grows_a_free_block_for_a_larger_message_and_turns_when_kept():
+    buffer = RecyclingBuffer()
+    kept = []
+    for size in (8, RecyclingBuffer.MIN_BLOCK * 3, 16, RecyclingBuffer.MIN_BLOCK * 5, 24):
+        buffer.start_message(buffer.padded(size))
+        view = buffer.take(size)
+        view[:] = len(kept) + 1
+        kept.append(view)  # every array stays alive: no block may be overwritten
+    assert [int(v[0]) for v in kept] == [1, 2, 3, 4, 5]
+    assert all((v == i + 1).all() for i, v in enumerate(kept))
+    kept.clear()
+    buffer.start_message(RecyclingBuffer.MIN_BLOCK * 9)  # a free block, grown in place
+    assert buffer.take(RecyclingBuffer.MIN_BLOCK * 9).size == RecyclingBuffer.MIN_BLOCK * 9
