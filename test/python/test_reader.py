@@ -406,3 +406,98 @@ def test_recycling_buffer_grows_a_free_block_for_a_larger_message_and_turns_when
     kept.clear()
     buffer.start_message(RecyclingBuffer.MIN_BLOCK * 9)  # a free block, grown in place
     assert buffer.take(RecyclingBuffer.MIN_BLOCK * 9).size == RecyclingBuffer.MIN_BLOCK * 9
+
+
+@pytest.mark.parametrize("make", FRAMED_READERS)
+def test_read_framed_never_hands_frame_a_line_longer_than_max_len(make):
+    seen: list[bytes] = []
+
+    def frame(line: bytes, offset: int) -> list[memoryview]:
+        seen.append(bytes(line))
+        return []
+
+    assert make(b"abcd\n").read_framed(4, frame) is True  # exactly max_len: framed
+    assert make(b"abcde\n").read_framed(4, frame) is False  # one more: the generic path
+    assert seen == [b"abcd"]
+
+
+@pytest.mark.parametrize("make", FRAMED_READERS)
+def test_read_framed_hands_frame_an_empty_first_line(make):
+    seen: list[tuple[bytes, int]] = []
+
+    def frame(line: bytes, offset: int) -> list[memoryview]:
+        seen.append((bytes(line), offset))
+        return []
+
+    reader = make(b"\nrest")
+    assert reader.read_framed(4, frame) is True
+    assert seen == [(b"", 0)] and reader.offset == 1
+
+
+def test_stream_read_line_after_a_peek_counts_the_peeked_byte_against_the_limit():
+    # at_end() peeks one byte; the line it starts may still be at most max_len long.
+    fits = StreamReader(io.BytesIO(b"abcd\n"))
+    assert not fits.at_end()
+    assert fits.read_line(4) == b"abcd"
+    too_long = StreamReader(io.BytesIO(b"abcde\n"))
+    assert not too_long.at_end()
+    with pytest.raises(
+        LimitExceededError, match="^line at byte offset 0 is longer than the limit of 4 bytes$"
+    ):
+        too_long.read_line(4)
+
+
+def test_recycling_buffer_reuses_a_free_block_exactly_the_size_of_the_message():
+    buffer = RecyclingBuffer()
+    buffer.start_message(RecyclingBuffer.MIN_BLOCK)  # a new block of twice that
+    first = buffer.take(8)
+    base = first.ctypes.data  # an address: holding the array would keep the block in use
+    del first
+    buffer.start_message(2 * RecyclingBuffer.MIN_BLOCK)
+    assert buffer.take(2 * RecyclingBuffer.MIN_BLOCK).ctypes.data == base
+
+
+class RecordingReader(MinimalReader):
+    """A ByteReader with read_into (but no read_framed) that records how it is read."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.exact: list[int] = []
+        self.into: list[int] = []
+
+    def read_exact(self, n: int) -> bytes:
+        self.exact.append(n)
+        return super().read_exact(n)
+
+    def read_into(self, view: memoryview) -> None:
+        self.into.append(len(view))
+        self._inner.read_into(view)
+
+
+def test_bitstream_reads_numeric_values_through_read_into_when_the_reader_has_it():
+    sd = get_serdes("bitstream")
+    specs = (TensorSpec("f", ElementType.FLOAT, (3,)), TensorSpec("i", ElementType.INT64, (2,)))
+    message = Message(
+        MessageKind.OBSERVATION,
+        1,
+        (Tensor("f", ElementType.FLOAT, [1.0, 2.0, 3.0]), Tensor("i", ElementType.INT64, [4, 5])),
+    )
+    reader = RecordingReader(sd.encode(Header(specs)) + sd.encode(message))
+    assert list(get_serdes("bitstream").iter_decode(reader))[1] == message
+    assert reader.into == [12, 16]
+    assert reader.exact == [1]  # only the final newline
+
+
+def test_bitstream_generic_path_reads_large_values_after_a_bool_tensor():
+    # Values beyond RecyclingBuffer.MIN_BLOCK after a bool (read the plain way): the
+    # room made for the message must count the float tensor.
+    sd = get_serdes("bitstream")
+    specs = (TensorSpec("b", ElementType.BOOL, (1,)), TensorSpec("f", ElementType.FLOAT, (-1,)))
+    values = np.arange(RecyclingBuffer.MIN_BLOCK, dtype=np.float32)
+    message = Message(
+        MessageKind.OBSERVATION,
+        1,
+        (Tensor("b", ElementType.BOOL, [True]), Tensor("f", ElementType.FLOAT, values)),
+    )
+    data = sd.encode(Header(specs)) + sd.encode(message)
+    assert list(get_serdes("bitstream").iter_decode(StreamReader(io.BytesIO(data))))[1] == message
