@@ -108,6 +108,15 @@ class _DuplicateKey(Exception):
     pass
 
 
+#: JSON whitespace before a colon: it hides a key from a line's ``":`` count.
+_SPACED_COLON = re.compile(rb"[ \t\r\n]:")
+
+
+def has_spaced_colon(line: bytes | bytearray) -> bool:
+    """Whether ``line`` has whitespace before a colon (then its ``":`` count is no key count)."""
+    return _SPACED_COLON.search(line) is not None
+
+
 def check_duplicate_keys(line: bytes, obj: dict[str, Any], offset: int) -> None:
     """Refuse a line whose JSON objects repeat a key, as the C++ decoder does.
 
@@ -115,11 +124,13 @@ def check_duplicate_keys(line: bytes, obj: dict[str, Any], offset: int) -> None:
     every value it sees, so both refuse duplicates. Cheap when there are none: the line's
     ``":`` count equals the parsed keys (only a string holding ``":``, whitespace before
     a colon or a duplicate makes them differ, and only then is the line parsed again).
+    Whitespace before a colon is checked for on its own: it hides a key from the count,
+    so with a duplicate the two could match.
 
     Raises:
         MalformedInputError: Naming the key.
     """
-    if line.count(b'":') == _key_count(obj):
+    if line.count(b'":') == _key_count(obj) and not has_spaced_colon(line):
         return
     try:
         json.loads(line, object_pairs_hook=_refuse_duplicates)

@@ -230,8 +230,8 @@ class BitstreamSerDes(SerDes):
             return None
         shapes_obj = obj.get("shapes")
         keys = len(obj) + (len(shapes_obj) if type(shapes_obj) is dict else 0)
-        if line.count(b'":') != keys:  # a duplicate key (or odd spacing): the generic path
-            return None
+        if line.count(b'":') != keys or _lines.has_spaced_colon(line):
+            return None  # a duplicate key (or odd spacing): the generic path
         if self._plans_header is self.read_header and key in self._plans:
             plan = self._plans[key]  # the usual case: no call
         else:

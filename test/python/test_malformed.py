@@ -553,3 +553,102 @@ def test_protobuf_bad_score_spec_is_named_as_the_score():
     rec.header.score.type = 99
     with pytest.raises(MalformedInputError, match=r"record at byte offset 0: score \('r'\)"):
         get_serdes("protobuf").decode_stream(proto_stream(rec))
+
+
+@pytest.mark.parametrize(
+    ("serdes", "data", "offset", "key"),
+    [
+        ("json", b'{"observation" :1,"observation":2,"tensors":[]}\n', 0, "observation"),
+        ("bitstream", b'{"context" :"a","context":"b"}\n', 0, "context"),
+        # A message line after a header: the one-call path must see it too.
+        ("bitstream", BIT_HEADER + b'{"observation" :1,"observation":2}\n' + bytes(16) + b"\n",
+         len(BIT_HEADER), "observation"),
+    ],
+)  # fmt: skip
+def test_a_duplicate_key_hidden_by_a_space_before_its_colon_is_refused(serdes, data, offset, key):
+    # The space hides one key from the line's '":' count, the duplicate adds one: the
+    # counts match, yet the C++ decoders refuse the line.
+    with pytest.raises(
+        MalformedInputError,
+        match=f"^line at byte offset {offset} has a duplicate key '{key}' in an object$",
+    ):
+        get_serdes(serdes).decode_stream(data)
+
+
+def test_bitstream_message_line_with_spaces_around_its_colon_is_read():
+    data = BIT_HEADER + b'{"observation" : 3}\n' + struct.pack("<2q", 5, 6) + b"\n"
+    message = bitstream(data[len(BIT_HEADER) :])[1]
+    assert message == Message(MessageKind.OBSERVATION, 3, (Tensor("x", "int64_t", [5, 6]),))
+
+
+def test_check_shape_bounds_the_elements_times_their_wire_size():
+    limits = DecodeLimits(max_message_bytes=16)
+    assert limits.check_shape("x", [2], 8, 0) == 2  # 16 bytes: fits exactly
+    with pytest.raises(
+        LimitExceededError,
+        match=r"^tensor 'x' at byte offset 5: shape \[3\] has 3 elements, more than fit in "
+        r"max_message_bytes=16$",
+    ):
+        limits.check_shape("x", [3], 8, 5)
+
+
+@pytest.mark.parametrize(("kind", "spec"), [(MessageKind.OUTCOME, "score"),
+                                            (MessageKind.ADVICE, "advice")])  # fmt: skip
+def test_bitstream_message_without_its_header_spec_names_the_missing_spec(kind, spec):
+    sd = get_serdes("bitstream")
+    sd.encode(Header((TensorSpec("x", ElementType.INT64, (2,)),)))
+    message = Message(kind, 4, (Tensor("r", ElementType.FLOAT, [1.0]),))
+    with pytest.raises(
+        HeaderMismatchError,
+        match=f"^{kind.value} 4: the header has no {spec} spec, so it cannot carry a "
+        f"{kind.value} message$",
+    ):
+        sd.encode(message)
+
+
+@pytest.mark.parametrize("line", [b"[1]", b"42", b'"observation"'])
+def test_bitstream_line_that_is_not_an_object_is_refused(line):
+    with pytest.raises(
+        MalformedInputError, match="^record at byte offset 0 is not a non-empty JSON object: "
+    ):
+        get_serdes("bitstream").decode_stream(line + b"\n")
+
+
+def test_json_invalid_line_whose_tensors_is_not_a_list_is_invalid_json():
+    # orjson refuses 1e400; the search for the tensor holding it finds no tensor list.
+    with pytest.raises(MalformedInputError, match="^invalid JSON in record at byte offset 0: "):
+        get_serdes("json").decode_stream(b'{"observation":1,"tensors":7,"note":1e400}\n')
+
+
+def test_bitstream_truncated_dynamic_tensor_says_how_many_of_its_bytes_arrived():
+    line = b'{"observation":0,"shapes":{"d":[3,2]}}\n'
+    start = len(DYN_HEADER) + len(line)
+    with pytest.raises(
+        TruncatedInputError,
+        match=rf"^observation 0 at byte offset {len(DYN_HEADER)}: tensor 'd' \(float\[3, 2\]\) "
+        rf"starting at byte offset {start}: input ends at byte offset {start + 10}, 10 of its "
+        r"24 bytes arrived$",
+    ):
+        bitstream(line + bytes(10), header=DYN_HEADER)
+
+
+def test_bitstream_string_element_of_the_uint32_maximum_length_is_written(monkeypatch):
+    # A real element at the bound is 4 GiB: the bound is lowered to show it is inclusive.
+    import mlbridge.serdes.bitstream as bitstream_module
+
+    monkeypatch.setattr(bitstream_module, "_U32_MAX", 4)
+    assert bitstream_module.encode_values(Tensor("s", "string", [b"abcd"])) == b"\4\0\0\0abcd"
+    with pytest.raises(
+        UnsupportedValueError,
+        match="^tensor 's': a string element of 5 bytes does not fit a uint32 length$",
+    ):
+        bitstream_module.encode_values(Tensor("s", "string", [b"abcde"]))
+
+
+def test_a_duplicate_key_naming_objects_of_differently_spaced_keys_is_refused():
+    # Every key of the nested objects counts, however the line spaces them.
+    line = b'{"x" :{"p":1,"q":2},"x" :{"p" :1,"q" :2}}\n'
+    with pytest.raises(
+        MalformedInputError, match="^line at byte offset 0 has a duplicate key 'x' in an object$"
+    ):
+        get_serdes("json").decode_stream(line)
