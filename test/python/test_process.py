@@ -49,3 +49,14 @@ def test_die_with_parent_without_setpriv_says_what_to_install(monkeypatch):
         "setpriv is not installed: the compilers of a gym environment need it to die with "
         "the trainer (apt install util-linux)"
     )
+
+
+def test_die_with_parent_runs_the_sh_found_on_path_or_bin_sh(monkeypatch, tmp_path):
+    for name in ("setpriv", "sh"):
+        (tmp_path / name).write_text("#!/bin/false\n")
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    argv = die_with_parent(["true"])
+    assert argv[0] == str(tmp_path / "setpriv") and argv[3] == str(tmp_path / "sh")
+    (tmp_path / "sh").unlink()
+    assert die_with_parent(["true"])[3] == "/bin/sh"  # none on PATH: the POSIX place

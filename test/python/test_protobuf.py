@@ -7,9 +7,10 @@ import pytest
 from conftest import REPO
 
 from mlbridge import ElementType, Tensor, TensorSpec
-from mlbridge.errors import MalformedInputError, SerDesError
+from mlbridge.errors import LimitExceededError, MalformedInputError, SerDesError
 from mlbridge.serdes import (
     Context,
+    DecodeLimits,
     End,
     Header,
     Message,
@@ -18,6 +19,7 @@ from mlbridge.serdes import (
     get_serdes,
 )
 from mlbridge.serdes._proto.mlbridge.v1 import tensor_pb2 as pb
+from mlbridge.serdes.protobuf import tensor_from_proto, tensor_to_proto
 
 GENERATED = REPO / "mlbridge" / "serdes" / "_proto" / "mlbridge" / "v1" / "tensor_pb2.py"
 
@@ -172,3 +174,23 @@ def test_user_message_nested_message_field_is_an_error_naming_it(user_pb2):
 def test_user_message_invalid_bytes_are_malformed_input(user_pb2):
     with pytest.raises(MalformedInputError, match="mlbridge_test.Features"):
         ProtoMessageSerDes(user_pb2.Features).decode(b"\xff\xff")
+
+
+def _string_tensor_proto(count: int) -> object:
+    out = pb.Tensor()
+    tensor_to_proto(Tensor("s", "string", [b""] * count), out)
+    return out
+
+
+def test_a_string_tensor_counts_at_least_one_byte_per_element_against_the_limit():
+    # gRPC hands tensors to tensor_from_proto one by one: the element count is bounded
+    # here, not only by the size of the record around it.
+    limits = DecodeLimits(max_message_bytes=6)
+    six = tensor_from_proto(_string_tensor_proto(6), "here", limits, 0)
+    assert six.strings() == [b""] * 6
+    with pytest.raises(
+        LimitExceededError,
+        match=r"^tensor 's' at byte offset 0: shape \[7\] has 7 elements, more than fit in "
+        r"max_message_bytes=6$",
+    ):
+        tensor_from_proto(_string_tensor_proto(7), "here", limits, 0)

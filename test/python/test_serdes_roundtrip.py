@@ -123,3 +123,24 @@ def test_protobuf_round_trips_any_stream(records):
 def test_json_round_trips_any_stream(records):
     data = get_serdes("json").encode_stream(records)
     assert get_serdes("json").decode_stream(data) == records
+
+
+@pytest.mark.parametrize("serdes", SERDES_NAMES)
+@pytest.mark.parametrize("msg_id", [-(2**63), 2**63 - 1])
+def test_message_ids_at_the_int64_bounds_round_trip(serdes, msg_id):
+    header = Header((TensorSpec("x", ElementType.INT32, (1,)),))
+    message = Message(MessageKind.OBSERVATION, msg_id, (Tensor("x", ElementType.INT32, [3]),))
+    data = get_serdes(serdes).encode_stream([header, message])
+    assert get_serdes(serdes).decode_stream(data)[1].id == msg_id
+
+
+@pytest.mark.parametrize("serdes", SERDES_NAMES)
+@pytest.mark.parametrize(
+    "etype", [t for t in ElementType if t is not ElementType.STRING], ids=lambda t: t.llvm_name
+)
+def test_an_empty_tensor_decodes_with_its_element_type(serdes, etype):
+    header = Header((TensorSpec("e", etype, (0,)),))
+    message = Message(MessageKind.OBSERVATION, 0, (Tensor("e", etype, np.zeros(0)),))
+    data = get_serdes(serdes).encode_stream([header, message])
+    array = get_serdes(serdes).decode_stream(data)[1].tensors[0].array
+    assert array.dtype == etype.numpy_dtype and array.shape == (0,)
