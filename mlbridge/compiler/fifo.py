@@ -210,17 +210,17 @@ class FifoChannel(Closing):
     @staticmethod
     def _make_fifo(path: Path) -> None:
         try:
-            st = path.lstat()
-        except FileNotFoundError:
-            pass
-        else:
-            if not stat.S_ISFIFO(st.st_mode):
-                raise PipeError(f"{path} exists and is not a FIFO: refusing to replace it")
-            path.unlink()  # a stale FIFO from a crashed run
-        try:
+            try:
+                st = path.lstat()
+            except FileNotFoundError:
+                pass
+            else:
+                if not stat.S_ISFIFO(st.st_mode):
+                    raise PipeError(f"{path} exists and is not a FIFO: refusing to replace it")
+                path.unlink()  # a stale FIFO from a crashed run
             os.mkfifo(path, 0o600)
             os.chmod(path, 0o600)  # whatever the umask
-        except OSError as e:
+        except OSError as e:  # e.g. a name too long
             raise PipeError(f"cannot create FIFO {path}: {e.strerror}") from None
 
     @property

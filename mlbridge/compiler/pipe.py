@@ -397,14 +397,9 @@ class PipeCompilerInterface(Closing):
                 self.context = record.name
                 self._sent.clear()
             elif record.kind is MessageKind.OBSERVATION:
-                if self.header is None:  # only reachable for self-describing SerDes
-                    raise PipeError(
-                        f"{self.out_path}: observation {record.id} came before any header"
-                    )
-                self._pending = Observation(record, self.context, self.header, self._advice)
-                if self.header.score is not None:
-                    self._sent[record.id] = self._pending
-                return self._pending
+                # Every observation after a header took the usual path above; a
+                # self-describing SerDes (json, protobuf) can decode one without it.
+                raise PipeError(f"{self.out_path}: observation {record.id} came before any header")
             elif record.kind is MessageKind.OUTCOME:
                 self._take_outcome(record)
             else:

@@ -141,6 +141,19 @@ def test_require_end_reaches_the_interface(tmp_path):
         run(tmp_path, lambda obs: 0, require_end=True)
 
 
+def test_a_compiler_that_does_not_exit_after_the_session_is_a_timeout(tmp_path):
+    # opt ends the session (closes its FIFOs), then the process lingers (exec: same pid).
+    command = ["sh", "-c", '"$@" && exec sleep 60', "sh", *opt_command(tmp_path)]
+    start = time.monotonic()
+    with pytest.raises(PipeTimeoutError) as error:
+        drive_compiler(command, lambda obs: 0, timeout=BOUND, connect_timeout=BOUND,
+                       exit_timeout=0.5, parent=tmp_path)  # fmt: skip
+    assert str(error.value) == (
+        "the compiler (sh) did not exit within 0.5 s after the session ended"
+    )
+    assert time.monotonic() - start < 30  # killed, not waited for
+
+
 def test_a_killed_driver_leaves_no_compiler_behind(tmp_path):
     # The driver is SIGKILLed mid-session (no finally runs); stock opt would spin on the
     # closed FIFOs for ever (LLVM's interactive mode busy-loops there).

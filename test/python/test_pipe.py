@@ -11,6 +11,7 @@ import errno
 import io
 import os
 import select
+import shutil
 import stat
 import struct
 import subprocess
@@ -185,6 +186,36 @@ def test_channel_refuses_to_replace_a_regular_file(tmp_path: Path) -> None:
         FifoChannel(base)
     assert Path(f"{base}.out").read_text() == "precious"
     assert not Path(f"{base}.in").exists()
+
+
+def test_channel_folder_is_named_for_its_process(tmp_path: Path) -> None:
+    # remove_stale_channels() recognises a crashed process's folder by this name.
+    with FifoChannel(parent=tmp_path) as ch:
+        assert ch.directory is not None
+        assert ch.directory.name.startswith(f"mlbridge-pipe-{os.getpid()}-")
+        assert repr(ch) == f"FifoChannel({str(ch.base)!r})"
+
+
+def test_channel_close_after_its_folder_is_gone_is_quiet(tmp_path: Path) -> None:
+    ch = FifoChannel(parent=tmp_path)
+    assert ch.directory is not None
+    shutil.rmtree(ch.directory)  # e.g. `mlbridge pipe clean` or a tmp cleaner got there first
+    ch.close()
+    assert ch.closed
+
+
+@pytest.mark.parametrize("name", ["a/b", ""])
+def test_channel_name_must_be_a_plain_file_name(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ValueError, match=rf"^name must be a plain file name, got {name!r}$"):
+        FifoChannel(parent=tmp_path, name=name)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fifo_that_cannot_be_made_is_an_error_naming_it(tmp_path: Path) -> None:
+    name = "c" * 300  # longer than a file name may be
+    with pytest.raises(PipeError, match=rf"^cannot create FIFO .*/{name}\.in: File name too long$"):
+        FifoChannel(parent=tmp_path, name=name)
+    assert list(tmp_path.iterdir()) == []
 
 
 def dead_pid() -> int:
@@ -944,3 +975,129 @@ def test_an_observation_carries_its_context_and_the_constrained_advice_spec(chan
         assert obs.header.advice.valid_range is None
         ci.respond(1)
     fake.join()
+
+
+# -- what a session leaves: counts, captures, errors that say where ---------------------
+
+
+def test_answered_counts_each_reply_once(channel: FifoChannel) -> None:
+    def script(c: FakeCompiler) -> None:
+        header, first, second = stream(HEADER, observation(0), observation(1))
+        c.write(header + first)
+        c.read_reply(8)
+        c.write(second)
+        c.read_reply(8)
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        assert ci.answered == 0
+        assert ci.evaluate() is not None
+        ci.respond(1)
+        assert ci.answered == 1
+        assert ci.evaluate() is not None
+        ci.respond(1)
+        assert ci.answered == 2
+    fake.join()
+
+
+def test_a_record_cut_short_names_the_offset_it_started_at(channel: FifoChannel) -> None:
+    header, first, second = stream(HEADER, observation(0), observation(1))
+
+    def script(c: FakeCompiler) -> None:
+        c.write(header + first)
+        c.read_reply(8)
+        c.write(second[:-5])
+
+    fake = FakeCompiler(channel.base, script).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        ci.evaluate()
+        ci.respond(1)
+        with pytest.raises(
+            PipeClosedError,
+            match=rf"the compiler closed the pipe in the middle of a record that started at "
+            rf"byte offset {len(header) + len(first)}: ",
+        ):
+            ci.evaluate()
+    fake.join()
+
+
+def test_an_end_without_an_end_record_says_the_compiler_stopped_early(channel) -> None:
+    fake = FakeCompiler(channel.base, lambda c: c.write(stream(HEADER, serdes="json")[0]))
+    fake.start()
+    with PipeCompilerInterface(channel.base, "json", timeout=BOUND, connect_timeout=BOUND) as ci:
+        with pytest.raises(PipeClosedError) as error:
+            ci.evaluate()
+    fake.join()
+    assert str(error.value) == (
+        f"{channel.out_path}: the compiler closed the pipe without ending the session (no end "
+        "record): it stopped before finishing, e.g. it crashed or was killed"
+    )
+
+
+def test_an_observation_before_any_header_is_an_error(channel: FifoChannel) -> None:
+    fake = FakeCompiler(channel.base, lambda c: c.write(stream(observation(3), serdes="json")[0]))
+    fake.start()
+    with PipeCompilerInterface(channel.base, "json", timeout=BOUND, connect_timeout=BOUND) as ci:
+        with pytest.raises(PipeError, match=r"observation 3 came before any header$"):
+            ci.evaluate()
+    fake.join()
+
+
+def test_a_header_without_an_advice_spec_is_taken_and_advice_to_it_refused(channel) -> None:
+    fake = FakeCompiler(
+        channel.base, lambda c: c.write(b"".join(stream(Header((INT, VEC), None), observation(0))))
+    ).start()
+    with PipeCompilerInterface(channel.base, timeout=BOUND, connect_timeout=BOUND) as ci:
+        assert ci.evaluate() is not None
+        with pytest.raises(PipeError, match="the compiler's header has no advice spec"):
+            ci.respond(1)
+    fake.join()
+
+
+def captured_session(channel: FifoChannel, capture) -> bytes:
+    """Run a one-query session capturing into ``capture``, close twice; the bytes sent."""
+    records = b"".join(stream(HEADER, observation(0)))
+
+    def script(c: FakeCompiler) -> None:
+        c.write(records)
+        c.read_reply(8)
+
+    fake = FakeCompiler(channel.base, script).start()
+    ci = PipeCompilerInterface(
+        channel.base, timeout=BOUND, connect_timeout=BOUND, capture=capture, typed_replies=False
+    )
+    ci.evaluate()
+    ci.respond(1)
+    ci.close()
+    ci.close()  # idempotent
+    fake.join()
+    return records + b'{"advice":0}\n' + struct.pack("<q", 1) + b"\n"
+
+
+def test_a_capture_file_is_complete_once_the_interface_is_closed(channel, tmp_path_factory):
+    path = tmp_path_factory.mktemp("capture") / "session.log"
+    expected = captured_session(channel, path)
+    assert path.read_bytes() == expected
+
+
+def test_a_callers_capture_stream_is_flushed_not_closed(channel, tmp_path_factory) -> None:
+    path = tmp_path_factory.mktemp("capture") / "session.log"
+    raw = io.FileIO(path, "w")
+    buffered = io.BufferedWriter(raw, buffer_size=1 << 20)
+    expected = captured_session(channel, buffered)
+    assert not buffered.closed  # the caller's, to close
+    assert path.read_bytes() == expected
+    buffered.close()
+
+
+def test_a_compilers_stderr_tail_drops_trailing_blank_lines_and_keeps_indentation() -> None:
+    from mlbridge.compiler.pipe import _StderrTee
+
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"  indented\nlast\n\n\n")
+    os.close(write_fd)
+    with open(read_fd, "rb", buffering=0) as pipe:
+        tee = _StderrTee(pipe)
+        assert tee.tail(wait=BOUND) == "  indented\nlast"
+        assert tee.tail(lines=1) == "last"
+        tee.close()
