@@ -142,8 +142,10 @@ def test_require_end_reaches_the_interface(tmp_path):
 
 
 def test_a_compiler_that_does_not_exit_after_the_session_is_a_timeout(tmp_path):
-    # opt ends the session (closes its FIFOs), then the process lingers (exec: same pid).
-    command = ["sh", "-c", '"$@" && exec sleep 60', "sh", *opt_command(tmp_path)]
+    # A compiler that opens the channel as LLVM does, ends the session at once by closing
+    # it, then lingers: one process (exec), so nothing can outlive the driver's kill.
+    script = 'exec 3<"$0.in" 4>"$0.out"; exec 3<&- 4>&-; exec sleep 60'
+    command = ["sh", "-c", script, "{base}"]
     start = time.monotonic()
     with pytest.raises(PipeTimeoutError) as error:
         drive_compiler(command, lambda obs: 0, timeout=BOUND, connect_timeout=BOUND,
