@@ -180,6 +180,18 @@ public:
     if constexpr (IsVector<T>::value) {
       return evaluateVector<typename T::value_type>();
     } else {
+      if constexpr (!std::is_same_v<T, std::string>) {
+        // The per-decision hot path: the runner writes the one element
+        // straight here, with no TensorValue made.
+        T Value;
+        llvm::Expected<bool> Done = evaluateScalarChecked(
+            elementTypeOf<T>, llvm::MutableArrayRef<char>(
+                                  reinterpret_cast<char *>(&Value), sizeof(T)));
+        if (!Done)
+          return Done.takeError();
+        if (*Done)
+          return Value;
+      }
       llvm::Expected<TensorValue> R = evaluateTyped(elementTypeOf<T>);
       if (!R)
         return R.takeError();
@@ -217,6 +229,15 @@ protected:
   virtual llvm::Expected<TensorValue>
   evaluateUntyped(llvm::ArrayRef<TensorRef> Features) = 0;
 
+  /// The scalar evaluate<T>()'s shortcut: runs the model on \p Features and
+  /// writes its one-element advice, of the advice spec's type, into \p Out,
+  /// or returns false having run nothing, and evaluateUntyped() answers
+  /// instead. Only called for a static one-element advice spec; the caller
+  /// checks the constraints. The default returns false.
+  virtual llvm::Expected<bool>
+  evaluateScalarInto(llvm::ArrayRef<TensorRef> Features,
+                     llvm::MutableArrayRef<char> Out);
+
 private:
   template <typename T> struct IsVector : std::false_type {};
   template <typename T, typename A>
@@ -225,6 +246,13 @@ private:
   void makeBuffers();
   llvm::Expected<size_t> lookup(llvm::StringRef Name) const;
   llvm::Expected<TensorValue> evaluateTyped(ElementType Want);
+  /// evaluate<T>()'s scalar shortcut (see evaluateScalarInto()): false when
+  /// the advice is not one static element of type \p Want or the runner has
+  /// no shortcut.
+  llvm::Expected<bool> evaluateScalarChecked(ElementType Want,
+                                             llvm::MutableArrayRef<char> Out);
+  /// Points Refs at the buffers (they may have moved).
+  void refreshRefs();
   llvm::Error scalarCountError(size_t Count) const;
 
   template <typename T>
@@ -274,6 +302,9 @@ private:
   TensorSpec Advice;
   std::vector<TensorValue> Buffers;
   std::vector<TensorRef> Refs;
+  /// Whether the advice spec is static with one element (evaluate<T>()'s
+  /// shortcut applies).
+  bool OneElementAdvice = false;
 };
 
 /// Checks \p Advice (of \p Spec's numeric type) against \p Spec's
@@ -282,9 +313,15 @@ private:
 /// nonzero mask element. The error names the advice, the element, its value
 /// and the range or mask.
 llvm::Error checkAdviceConstraints(const TensorSpec &Spec,
-                                   const TensorValue &Advice,
+                                   const TensorRef &Advice,
                                    llvm::ArrayRef<TensorSpec> FeatureSpecs,
                                    llvm::ArrayRef<TensorValue> Features);
+inline llvm::Error
+checkAdviceConstraints(const TensorSpec &Spec, const TensorValue &Advice,
+                       llvm::ArrayRef<TensorSpec> FeatureSpecs,
+                       llvm::ArrayRef<TensorValue> Features) {
+  return checkAdviceConstraints(Spec, Advice.ref(), FeatureSpecs, Features);
+}
 
 /// A runner that calls a function: for tests and simple in-process policies.
 class CallbackModelRunner final : public MLModelRunner {

@@ -111,6 +111,9 @@ public:
 protected:
   llvm::Expected<TensorValue>
   evaluateUntyped(llvm::ArrayRef<TensorRef> Features) override;
+  llvm::Expected<bool>
+  evaluateScalarInto(llvm::ArrayRef<TensorRef> Features,
+                     llvm::MutableArrayRef<char> Out) override;
 
 private:
   class Library;
@@ -125,6 +128,11 @@ private:
   /// Sets the instance's batch to the rows of the features bound to its
   /// batched inputs.
   llvm::Error setBatchFrom(llvm::ArrayRef<TensorRef> Features);
+  /// Hands \p Features to the instance (bound in place, or copied) and runs
+  /// it.
+  llvm::Error bindAndRun(llvm::ArrayRef<TensorRef> Features);
+  /// The advice output's buffer after a run.
+  llvm::Expected<const void *> resultData();
 
   static llvm::Expected<std::unique_ptr<MLModelRunner>>
   createImpl(std::shared_ptr<Library> Lib, const TFAOTFunctions &Model,

@@ -120,7 +120,7 @@ static bool inRange(const Number &N, const ValueRange &Range) {
   return !lessThan(N, Range.Low) && lessThan(N, Range.High);
 }
 
-Error checkAdviceConstraints(const TensorSpec &Spec, const TensorValue &Advice,
+Error checkAdviceConstraints(const TensorSpec &Spec, const TensorRef &Advice,
                              ArrayRef<TensorSpec> FeatureSpecs,
                              ArrayRef<TensorValue> Features) {
   if (!Spec.hasConstraints())
@@ -239,6 +239,7 @@ MLModelRunner::MLModelRunner(std::vector<TensorSpec> FeatureSpecs,
 void MLModelRunner::makeBuffers() {
   Buffers.clear();
   Refs.clear();
+  OneElementAdvice = !Advice.isDynamic() && Advice.getElementCount() == 1;
   Buffers.reserve(Specs.size());
   for (const TensorSpec &S : Specs) {
     std::vector<int64_t> Shape(S.shape().begin(), S.shape().end());
@@ -395,9 +396,41 @@ Error MLModelRunner::setFeatureStrings(StringRef Name,
   return Error::success();
 }
 
+void MLModelRunner::refreshRefs() {
+  // Views are rebuilt each time (a dynamic feature's buffer may have moved),
+  // in the same vector: no allocation per query.
+  Refs.clear();
+  for (const TensorValue &V : Buffers)
+    Refs.push_back(V.ref());
+}
+
+Expected<bool> MLModelRunner::evaluateScalarInto(ArrayRef<TensorRef>,
+                                                 MutableArrayRef<char>) {
+  return false;
+}
+
+Expected<bool> MLModelRunner::evaluateScalarChecked(ElementType Want,
+                                                    MutableArrayRef<char> Out) {
+  if (Want != Advice.type() || !OneElementAdvice)
+    return false; // evaluateTyped() says what is wrong, or answers
+  refreshRefs();
+  Expected<bool> Done = evaluateScalarInto(Refs, Out);
+  if (!Done || !*Done)
+    return Done;
+  if (Advice.hasConstraints()) {
+    ArrayRef<int64_t> Shape = Advice.shape();
+    if (Error E = checkAdviceConstraints(
+            Advice,
+            TensorRef(Advice.name(), Advice.type(), Shape,
+                      ArrayRef<char>(Out.data(), Out.size())),
+            Specs, Buffers))
+      return std::move(E);
+  }
+  return true;
+}
+
 Expected<TensorValue> MLModelRunner::evaluateChecked() {
-  // Views are rebuilt each time: a dynamic feature's buffer may have moved.
-  Refs = makeRefs(Buffers);
+  refreshRefs();
   Expected<TensorValue> R = evaluateUntyped(Refs);
   if (!R)
     return R.takeError();

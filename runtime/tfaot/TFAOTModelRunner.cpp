@@ -325,8 +325,7 @@ Error TFAOTModelRunner::setBatchFrom(ArrayRef<TensorRef> Features) {
   return Error::success();
 }
 
-Expected<TensorValue>
-TFAOTModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
+Error TFAOTModelRunner::bindAndRun(ArrayRef<TensorRef> Features) {
   if (Fns.SetBatch)
     if (Error E = setBatchFrom(Features))
       return E;
@@ -361,11 +360,42 @@ TFAOTModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
   }
   if (Fns.Run(Instance.get()) != 0)
     return aotError("model '" + Name + "' failed to run");
-  const TensorSpec &Advice = adviceSpec();
+  return Error::success();
+}
+
+Expected<const void *> TFAOTModelRunner::resultData() {
   const void *Data = Fns.ResultData(Instance.get(), ResultIndex);
   if (!Data)
     return aotError("model '" + Name + "' returned no buffer for output '" +
                     ResultSpec.name() + "'");
+  return Data;
+}
+
+Expected<bool>
+TFAOTModelRunner::evaluateScalarInto(ArrayRef<TensorRef> Features,
+                                     MutableArrayRef<char> Out) {
+  // The output's type is the advice's (checked at load); one unbatched
+  // element of it is the whole answer.
+  if (ResultBatched || ResultBytes != Out.size())
+    return false;
+  if (Error E = bindAndRun(Features))
+    return std::move(E);
+  Expected<const void *> Data = resultData();
+  if (!Data)
+    return Data.takeError();
+  std::memcpy(Out.data(), *Data, Out.size());
+  return true;
+}
+
+Expected<TensorValue>
+TFAOTModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
+  if (Error E = bindAndRun(Features))
+    return std::move(E);
+  Expected<const void *> Result = resultData();
+  if (!Result)
+    return Result.takeError();
+  const void *Data = *Result;
+  const TensorSpec &Advice = adviceSpec();
   std::vector<int64_t> Shape(ResultSpec.shape().begin(),
                              ResultSpec.shape().end());
   size_t Bytes = ResultBytes;

@@ -118,6 +118,40 @@ TEST(TFAOTModelRunner, SharedObjectAnswersLikeTensorFlow) {
   }
 }
 
+// evaluate<T>() of a one-element advice takes the runner's shortcut (no
+// TensorValue); it answers as the general path does.
+TEST(TFAOTModelRunner, ScalarAnswerIsTheGeneralPathsAnswer) {
+  std::vector<Case> Cases = readAnswers("mixed");
+  ASSERT_EQ(Cases.size(), 2u);
+  MLB_ASSERT_VALUE(R,
+                   TFAOTModelRunner::load(AOT_MIXED_SO, mixedFeatures(),
+                                          createSpec<int64_t>("doubled", {1})));
+  for (const Case &C : Cases) {
+    setMixed(*R, C);
+    MLB_ASSERT_VALUE(Scalar, R->evaluate<int64_t>());
+    MLB_ASSERT_VALUE(Vector, R->evaluateVector<int64_t>());
+    ASSERT_EQ(Vector.size(), 1u);
+    EXPECT_EQ(Scalar, Vector[0]);
+    EXPECT_EQ(Scalar, static_cast<int64_t>(C.Outputs.at("doubled")[0]));
+  }
+}
+
+// The shortcut checks the advice's declared range before the caller sees it,
+// with the general path's words.
+TEST(TFAOTModelRunner, ScalarAnswerOutsideItsRangeIsAnError) {
+  std::vector<Case> Cases = readAnswers("mixed");
+  ASSERT_EQ(Cases.size(), 2u);
+  MLB_ASSERT_VALUE(Advice, createSpec<int64_t>("doubled", {1})
+                               .withConstraints(ValueRange{0, 11}, ""));
+  MLB_ASSERT_VALUE(R, TFAOTModelRunner::load(AOT_MIXED_SO, mixedFeatures(),
+                                             std::move(Advice)));
+  setMixed(*R, Cases[0]); // doubled = 11
+  std::string Scalar = errorText(R->evaluate<int64_t>().takeError());
+  EXPECT_EQ(Scalar,
+            "advice 'doubled' element 0 is 11, outside its range [0, 11)");
+  EXPECT_EQ(errorText(R->evaluateVector<int64_t>().takeError()), Scalar);
+}
+
 TEST(TFAOTModelRunner, LinkedModelAnswersLikeTensorFlow) {
   std::vector<Case> Cases = readAnswers("mixed");
   ASSERT_EQ(Cases.size(), 2u);
