@@ -211,11 +211,16 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
-def _find_bad_value(line: bytes) -> str | None:
+def _find_bad_value(line: bytes) -> tuple[str, dict[str, Any]] | None:
     """Find the tensor holding what orjson refused (slow path for error messages).
 
     An invalid UTF-8 string, or a number literal beyond the double range (``1e400``,
     which orjson refuses for the whole line) in a tensor's data.
+
+    Returns:
+        The error's words, and the line's object with every such value replaced by a
+        valid one (so that the rest of the line can be checked as the C++ decoder
+        does, before it reads values); ``None`` if there is no such value.
     """
     try:
         obj = json.loads(
@@ -227,21 +232,29 @@ def _find_bad_value(line: bytes) -> str | None:
         return None
     if not isinstance(obj, dict):
         return None
+    bad: str | None = None
     for t in obj.get("tensors", []) if isinstance(obj.get("tensors"), list) else []:
         if not isinstance(t, dict) or not isinstance(t.get("data"), list):
             continue
-        for i, s in enumerate(t["data"]):
-            if type(s) is _Literal and not math.isfinite(float(s)):
-                return (
+        data = t["data"]
+        for i, s in enumerate(data):
+            if type(s) is _Literal:
+                value = float(s)
+                if math.isfinite(value):
+                    data[i] = value
+                    continue
+                data[i] = 0.0
+                bad = bad or (
                     f"tensor {t.get('name')!r}: element {i}: value {s} is out of range for "
                     f"{t.get('type')}"
                 )
-            if isinstance(s, str):
+            elif isinstance(s, str):
                 try:
                     s.encode("utf-8")
                 except UnicodeEncodeError:
-                    return f"tensor {t.get('name')!r}: string element {i} is not valid UTF-8"
-    return None
+                    data[i] = ""
+                    bad = bad or f"tensor {t.get('name')!r}: string element {i} is not valid UTF-8"
+    return (bad, obj) if bad is not None else None
 
 
 class JsonSerDes(SerDes):
@@ -273,10 +286,14 @@ class JsonSerDes(SerDes):
         try:
             obj = _lines.parse_line(line, offset)
         except MalformedInputError:
-            bad = _find_bad_value(line)
-            if bad is not None:
-                raise MalformedInputError(f"record at byte offset {offset}: {bad}") from None
-            raise
+            found = _find_bad_value(line)
+            if found is None:
+                raise
+            bad, sane = found
+            if "features" not in sane and _lines.parse_simple(sane, offset) is None:
+                # As the C++ decoder: the message's structure and every shape first.
+                self._decode_message(sane, offset)
+            raise MalformedInputError(f"record at byte offset {offset}: {bad}") from None
         if "features" in obj:
             return _lines.parse_header(obj, offset, self.limits)
         simple = _lines.parse_simple(obj, offset)

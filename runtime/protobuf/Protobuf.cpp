@@ -66,6 +66,65 @@ Error checkSpecLimits(const TensorSpec &S, const DecoderLimits &Limits) {
   return Error::success();
 }
 
+/// Reads a varint of at most ten bytes at \p I of \p Bytes.
+static bool readWireVarint(StringRef Bytes, size_t &I, uint64_t &Value) {
+  Value = 0;
+  for (unsigned Shift = 0; Shift < 64 && I < Bytes.size(); Shift += 7) {
+    auto B = static_cast<unsigned char>(Bytes[I++]);
+    Value |= static_cast<uint64_t>(B & 0x7f) << Shift;
+    if (!(B & 0x80))
+      return true;
+  }
+  return false;
+}
+
+/// Whether every field tag of \p Bytes (a message of type \p D), and of the
+/// messages of known fields inside it, fits in 32 bits. Protobuf's C++ parser
+/// reads a longer tag as its low 32 bits, a field of another number; the
+/// Python decoder (upb) refuses the record, and so must this one.
+static bool tagsFit(StringRef Bytes, const google::protobuf::Descriptor *D,
+                    unsigned Depth) {
+  size_t I = 0;
+  while (I < Bytes.size()) {
+    uint64_t Tag, Skip;
+    if (!readWireVarint(Bytes, I, Tag) || Tag > UINT32_MAX)
+      return false;
+    switch (Tag & 7) {
+    case 0:
+      if (!readWireVarint(Bytes, I, Skip))
+        return false;
+      break;
+    case 1:
+    case 5: {
+      size_t Size = (Tag & 7) == 1 ? 8 : 4;
+      if (Bytes.size() - I < Size)
+        return false;
+      I += Size;
+      break;
+    }
+    case 2: {
+      if (!readWireVarint(Bytes, I, Skip) || Skip > Bytes.size() - I)
+        return false;
+      StringRef Field = Bytes.substr(I, Skip);
+      I += Skip;
+      const google::protobuf::FieldDescriptor *F =
+          D ? D->FindFieldByNumber(static_cast<int>(Tag >> 3)) : nullptr;
+      // Depth is bounded by the record's length; the schema nests 3 deep.
+      if (F && F->message_type() && Depth < 32 &&
+          !tagsFit(Field, F->message_type(), Depth + 1))
+        return false;
+      break;
+    }
+    case 3:
+    case 4:
+      break; // a group's fields follow as tags of their own
+    default:
+      return false;
+    }
+  }
+  return true;
+}
+
 /// Fails if \p M, or a message inside it, holds a field of a known number
 /// under the wrong wire type (protobuf keeps such a field as unknown and
 /// leaves the known one empty: a tensor's shape would read as []). Fields
@@ -307,7 +366,8 @@ Expected<std::optional<Record>> ProtobufSerDes::decode(ByteReader &Reader) {
   {
     // This decoder reports the failure itself; protobuf would also log it.
     google::protobuf::LogSilencer Quiet;
-    Parsed = R.ParseFromString(Bytes);
+    Parsed =
+        tagsFit(Bytes, v1::Record::descriptor(), 0) && R.ParseFromString(Bytes);
   }
   if (!Parsed)
     return decodeError(

@@ -23,7 +23,7 @@ from conftest import VECTORS, built
 from hypothesis import HealthCheck, given, settings
 from support.vectors import case_to_json, record_from_json
 
-from mlbridge.errors import MalformedInputError, MLBridgeError
+from mlbridge.errors import LimitExceededError, MalformedInputError, MLBridgeError
 from mlbridge.serdes import SERDES_NAMES, Header, get_serdes
 from mlbridge.tensor_spec import ElementType, TensorSpec
 
@@ -332,6 +332,33 @@ def test_both_sides_reject_what_the_long_fuzzer_run_found(tool, serdes, line, wo
     result = decode_with_tool(tool, serdes, line)
     assert result.returncode == 1, result.stdout
     assert words in result.stderr, result.stderr
+
+
+def test_a_huge_shape_outranks_a_value_beyond_double_on_both_sides(tool):
+    # Found by the long run (seed 8): orjson refuses 1e400 for the whole line, and Python
+    # named the value; C++ checks every shape before it reads a value.
+    line = (
+        b'{"observation":0,"tensors":[{"name":"t","type":"int64_t",'
+        b'"shape":[9223372036854775807],"data":[1e400]}]}\n'
+    )
+    with pytest.raises(LimitExceededError, match="dimension 9223372036854775807"):
+        get_serdes("json").decode_stream(line)
+    result = decode_with_tool(tool, "json", line)
+    assert result.returncode == 1, result.stdout
+    assert b"(MaxDimension)" in result.stderr, result.stderr
+
+
+def test_a_field_tag_beyond_32_bits_is_refused_on_both_sides(tool):
+    # Found by the long run (seed 8): protobuf's C++ parser read the 5-byte tag
+    # f1 92 ff ff 7f (> 2^32) as its low 32 bits, an unknown field; upb refuses it.
+    message = b"\x08\x02\xf1\x92\xff\xff\x7f" + bytes(8)  # id 2, then the fixed64 field
+    record = b"\x1a" + bytes([len(message)]) + message  # Record.observation
+    data = bytes([len(record)]) + record
+    with pytest.raises(MalformedInputError, match="not a valid mlbridge.v1.Record"):
+        get_serdes("protobuf").decode_stream(data)
+    result = decode_with_tool(tool, "protobuf", data)
+    assert result.returncode == 1, result.stdout
+    assert b"is not a valid mlbridge.v1.Record" in result.stderr, result.stderr
 
 
 def test_an_integer_minus_zero_in_a_float_tensor_is_plus_zero_on_both_sides(tool):

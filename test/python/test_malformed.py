@@ -477,13 +477,23 @@ def test_json_wrong_kinds_of_values_are_named(type_name, data, message):
     assert "'t'" in str(e.value)
 
 
-def test_json_number_beyond_double_names_its_tensor_past_one_without_data():
+def test_json_number_beyond_double_names_its_tensor_past_an_empty_one():
     line = (
-        b'{"observation":0,"tensors":[{"name":"a","type":"float","shape":[0],"data":{}},'
+        b'{"observation":0,"tensors":[{"name":"a","type":"float","shape":[0],"data":[]},'
         b'{"name":"b","type":"double","shape":[1],"data":[1e400]}]}\n'
     )
     with pytest.raises(MalformedInputError, match=r"tensor 'b': element 0: value 1e400 is out "
                        r"of range for double"):  # fmt: skip
+        get_serdes("json").decode_stream(line)
+
+
+def test_json_tensor_without_a_data_list_outranks_a_later_number_beyond_double():
+    # As the C++ decoder: the whole message's structure before any value.
+    line = (
+        b'{"observation":0,"tensors":[{"name":"a","type":"float","shape":[0],"data":{}},'
+        b'{"name":"b","type":"double","shape":[1],"data":[1e400]}]}\n'
+    )
+    with pytest.raises(MalformedInputError, match=r"tensor 0 \('a'\): data must be a list$"):
         get_serdes("json").decode_stream(line)
 
 
