@@ -25,6 +25,7 @@ CHECKS = {
     "model registry",
     "corpus",
     "Python extras",
+    "Ray",
 }
 
 
