@@ -52,7 +52,9 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401
     inl.add_argument(
         "--iterations", type=int, default=20, metavar="N", help="parameter updates (default 20)"
     )
-    inl.add_argument("--pairs", type=int, default=6, metavar="N", help="perturbation pairs")
+    inl.add_argument(
+        "--pairs", type=int, default=6, metavar="N", help="perturbation pairs (default 6)"
+    )
     inl.add_argument(
         "--modules-per-iteration",
         type=int,

@@ -151,7 +151,8 @@ class ESConfig:
         modules_per_iteration: Modules sampled (without replacement) per update.
         sigma: Standard deviation of the perturbations.
         learning_rate: Step size.
-        jobs: Compilations in parallel.
+        jobs: Compilations in parallel (the threads of the default local pool; with a
+            pool passed in, its workers decide, and this is recorded).
         seed: Random seed (the whole run is deterministic given it and the tools).
     """
 
@@ -223,8 +224,9 @@ class _RunState:
     rollouts: int
 
     def to_json(
-        self, config: ESConfig, modules: list[dict[str, str]], history: Any
-    ) -> dict[str, Any]:  # noqa: ANN401
+        self, config: ESConfig, modules: list[dict[str, str]], history: list[dict[str, float]]
+    ) -> dict[str, Any]:
+        """The checkpoint's ``state``: JSON types only, every float exact."""
         return {
             "config": asdict(config),
             "modules": modules,
@@ -438,7 +440,9 @@ def train_inliner(
                 elapsed_s=0.0,
                 rollouts=len(modules) + (1 if initial is None else 0),
             )
-            (run.best_score,) = scores([policy], everything, "mlbridge train: start")
+            (run.best_score,) = scores(
+                [policy], everything, "mlbridge train: scoring the start policy"
+            )
             say(f"start: mean saving vs stock -Oz {run.best_score * 100:+.3f}%")
             if metrics is not None:
                 metrics.record(

@@ -297,7 +297,6 @@ class RayRolloutPool(RolloutPool):
                 "(`ray start --address HEAD:PORT` on another machine)"
             )
         self._ray = ray
-        self._setup = setup
         self._max_retries = max_retries
         self._replacements_left = 2 * workers if max_replacements is None else max_replacements
         self._start_timeout = start_timeout
