@@ -405,13 +405,21 @@ def train_inliner(
                 out.append(float(np.mean(savings)))
             return out
 
+        history: list[dict[str, float]] = []  # every step's scalars, kept in checkpoints
+
+        def record(step: int, values: dict[str, float]) -> None:
+            history.append({"step": float(step), **{k: float(v) for k, v in values.items()}})
+            if metrics is not None:
+                metrics.record(step, values)
+
         if folder is not None:
             prepare_checkpoints(folder, resume, say)
         if resume:
             assert folder is not None
-            run, history, path = _resume(folder, config, fingerprint)
+            run, restored, path = _resume(folder, config, fingerprint)
+            history.extend(restored)
             if metrics is not None:
-                metrics.history = history
+                metrics.history = [dict(h) for h in restored]
             say(
                 f"resuming from {path} (iteration {run.iteration}/{config.iterations}, "
                 f"best saving {run.best_score * 100:+.3f}%)"
@@ -444,16 +452,15 @@ def train_inliner(
                 [policy], everything, "mlbridge train: scoring the start policy"
             )
             say(f"start: mean saving vs stock -Oz {run.best_score * 100:+.3f}%")
-            if metrics is not None:
-                metrics.record(
-                    0,
-                    {
-                        METRIC_ITERATE: run.best_score * 100,
-                        METRIC_BEST: run.best_score * 100,
-                        METRIC_WALL: time.monotonic() - started,
-                        METRIC_ROLLOUTS: run.rollouts,
-                    },
-                )
+            record(
+                0,
+                {
+                    METRIC_ITERATE: run.best_score * 100,
+                    METRIC_BEST: run.best_score * 100,
+                    METRIC_WALL: time.monotonic() - started,
+                    METRIC_ROLLOUTS: run.rollouts,
+                },
+            )
 
         def wall() -> float:
             return run.elapsed_s + (time.monotonic() - started)
@@ -477,8 +484,11 @@ def train_inliner(
             rewards = scores(perturbed, list(batch), None)
             diffs = np.array([rewards[2 * k] - rewards[2 * k + 1] for k in range(config.pairs)])
             if np.any(diffs != 0.0):
-                # Normalise so that the step size does not depend on the reward scale.
-                diffs = diffs / (np.std(diffs) + 1e-12)
+                # Normalise so that the step size does not depend on the reward scale. One
+                # pair (or equal differences) has no spread: its sign is the step, not
+                # diffs / 1e-12.
+                spread = float(np.std(diffs))
+                diffs = diffs / (spread if spread > 0.0 else float(np.max(np.abs(diffs))))
             run.theta = theta + config.learning_rate / (2 * config.pairs) * (diffs @ eps)
             candidate = run.policy.with_parameters(run.theta)
             (cand_score,) = scores([candidate], everything, None)
@@ -489,22 +499,20 @@ def train_inliner(
                 f"iteration {it + 1}/{config.iterations}: saving {cand_score * 100:+.3f}% "
                 f"(best {run.best_score * 100:+.3f}%), {wall():.0f} s"
             )
-            if metrics is not None:
-                metrics.record(
-                    it + 1,
-                    {
-                        METRIC_ITERATE: cand_score * 100,
-                        METRIC_BEST: run.best_score * 100,
-                        METRIC_PERTURBED: float(np.mean(rewards)) * 100,
-                        METRIC_WALL: wall(),
-                        METRIC_ROLLOUTS: run.rollouts,
-                    },
-                )
+            record(
+                it + 1,
+                {
+                    METRIC_ITERATE: cand_score * 100,
+                    METRIC_BEST: run.best_score * 100,
+                    METRIC_PERTURBED: float(np.mean(rewards)) * 100,
+                    METRIC_WALL: wall(),
+                    METRIC_ROLLOUTS: run.rollouts,
+                },
+            )
             if folder is not None and (
                 run.iteration % checkpoint_every == 0 or run.iteration == config.iterations
             ):
                 run_copy = replace(run, elapsed_s=wall())
-                history = metrics.history if metrics is not None else []
                 try:
                     save_checkpoint(
                         folder,

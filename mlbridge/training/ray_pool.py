@@ -145,17 +145,20 @@ def cluster_cpus() -> int:
     return max(1, int(_ray().cluster_resources().get("CPU", 1)))
 
 
-def _node_labels(ray: Any) -> dict[str, tuple[str, ...]]:  # noqa: ANN401
-    """Node id -> its custom resources (the labels a user gave it), for every node."""
-    labels = {}
+def _node_table(ray: Any) -> dict[str, tuple[str, tuple[str, ...]]]:  # noqa: ANN401
+    """Node id -> its address as the cluster knows it, and its labels, for every node.
+
+    The labels are the node's custom resources (``ray start --resources``).
+    """
+    table = {}
     for node in ray.nodes():
         custom = sorted(
             r
             for r in node.get("Resources", {})
             if r not in _BUILTIN_RESOURCES and not r.startswith("node:")
         )
-        labels[node["NodeID"]] = tuple(custom)
-    return labels
+        table[node["NodeID"]] = (str(node.get("NodeManagerAddress", "")), tuple(custom))
+    return table
 
 
 @dataclass(frozen=True)
@@ -364,8 +367,10 @@ class RayRolloutPool(RolloutPool):
                 "same mlbridge install as this machine (and its Python packages): run "
                 "`mlbridge doctor` on each node"
             ) from None
-        labels = _node_labels(self._ray).get(report.node_id, ())
-        node = NodeInfo(report.node_id, report.ip, labels)
+        # The address the node registered with (`ray start --node-ip-address`), which the
+        # worker's own guess (its default route) need not be.
+        ip, labels = _node_table(self._ray).get(report.node_id, (report.ip, ()))
+        node = NodeInfo(report.node_id, ip or report.ip, labels)
         if report.error is not None:
             self._kill(handle)
             raise RolloutPoolError(

@@ -268,9 +268,10 @@ def checkpoint(folder: Path, iteration: int) -> dict:
 
 
 def node_ids(log: str) -> dict[str, str]:
-    """Label -> node id, from the job's line naming where its workers run."""
-    found = re.findall(r"node ([0-9a-f]{56}) \(127\.0\.0\.1, (node_\w+)\)", log)
-    return {label: node_id for node_id, label in found}
+    """Label -> (node id, IP), from the job's line naming where its workers run."""
+    line = next(line for line in log.splitlines() if " workers on " in line)
+    found = re.findall(r"node ([0-9a-f]{56}) \(([0-9.]+), (node_\w+)\)", line)
+    return {label: (node_id, ip) for node_id, ip, label in found}
 
 
 def scalars(event_dir: Path) -> dict[str, dict[int, float]]:
@@ -342,7 +343,8 @@ def test_a_job_runs_rollouts_on_both_nodes_and_writes_its_metrics(two_node_run):
     assert sum(n["rollouts"] for n in by_label.values()) == meta["rollouts"] == 21
     assert pool["retried_rollouts"] == 0 and pool["lost_nodes"] == []
     ids = node_ids(log)
-    assert {by_label[(label,)]["node_id"] for label in ids} == set(ids.values())
+    assert set(ids) == {"node_head", "node_worker"}, log
+    assert {label: (n["node_id"], n["ip"]) for (label,), n in by_label.items()} == ids
     assert "2 workers on 2 node(s)" in log
     assert [p.name for p in sorted((folder / "p.checkpoints").iterdir())] == [
         "iteration-000001.json",
@@ -425,18 +427,18 @@ def test_killing_the_worker_node_mid_job_still_ends_with_a_model(
     ids = node_ids(log)
     lost = [line for line in lines[killed_at:] if "lost the Ray worker" in line]
     assert len(lost) == 1, log
+    worker_id, worker_ip = ids["node_worker"]
     match = re.search(
-        r"lost the Ray worker on node ([0-9a-f]{56}) \(127\.0\.0\.1, node_worker\) "
+        rf"lost the Ray worker on node {worker_id} \({re.escape(worker_ip)}, node_worker\) "
         r"\(\w+Error: .*\); retried (\d+) rollouts? on the other workers, 1 left",
         lost[0],
     )
     assert match, lost[0]
-    assert match.group(1) == ids["node_worker"]
     pool = policy["metadata"]["pool"]
     assert pool["lost_nodes"] == [
-        {"node_id": ids["node_worker"], "ip": "127.0.0.1", "labels": ["node_worker"]}
+        {"node_id": worker_id, "ip": worker_ip, "labels": ["node_worker"]}
     ]
-    assert pool["retried_rollouts"] == int(match.group(2)) >= 1
+    assert pool["retried_rollouts"] == int(match.group(1)) >= 1
     # Every compilation still ran once to completion, the ones after the loss on the head.
     assert sum(n["rollouts"] for n in pool["rollouts_by_node"]) == 21
     assert re.search(r"iteration 2/2: saving", log)
@@ -463,7 +465,7 @@ def test_a_node_without_llvm_tools_stops_the_job_naming_the_node(
     assert status == 1, log
     error = next(line for line in log.splitlines() if "cannot run rollouts" in line)
     assert re.search(
-        r"the Ray worker on node [0-9a-f]{56} \(127\.0\.0\.1, node_worker\) cannot run "
+        r"the Ray worker on node [0-9a-f]{56} \([0-9.]+, node_worker\) cannot run "
         rf"rollouts: TrainingError: LLVM's opt is not in {re.escape(str(empty))}",
         error,
     ), error
