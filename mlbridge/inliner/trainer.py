@@ -46,7 +46,13 @@ from mlbridge.training.checkpoints import (
     save_checkpoint,
 )
 from mlbridge.training.metrics import TrainingMetrics
-from mlbridge.training.pool import LocalRolloutPool, RolloutPool, SharedFile, WorkerContext
+from mlbridge.training.pool import (
+    LocalRolloutPool,
+    RolloutPool,
+    RolloutPoolError,
+    SharedFile,
+    WorkerContext,
+)
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -364,8 +370,8 @@ def train_inliner(
             replaced by the checkpoint's on resume).
 
     Raises:
-        TrainingError: If a compilation fails, or a checkpoint cannot be resumed.
-        mlbridge.training.RolloutPoolError: If the pool loses every worker.
+        TrainingError: If a compilation fails, a checkpoint cannot be resumed, or the pool
+            loses every worker (or one rollout's worker too often).
         ValueError: If ``modules`` is empty or the checkpoint settings are inconsistent.
     """
     if not modules:
@@ -539,6 +545,11 @@ def train_inliner(
         if first > 0:
             best.metadata["resumed_from_iteration"] = first
         return best
+    except RolloutPoolError as e:
+        resume_hint = (
+            f" (the last checkpoint in {folder} resumes it: --resume)" if folder is not None else ""
+        )
+        raise TrainingError(f"the training stopped: {e}{resume_hint}") from e
     finally:
         if own_pool:
             pool.close()

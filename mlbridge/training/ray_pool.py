@@ -314,7 +314,6 @@ class RayRolloutPool(RolloutPool):
         self._live: list[_Worker] = []
         self._starting: dict[Any, Any] = {}  # ready() ref -> actor handle
         self._closed = False
-        self._started = False  # the first actors are up: a dying one is replaced, not fatal
         for _ in range(workers):
             self._start_actor()
         self._workers = workers
@@ -357,15 +356,17 @@ class RayRolloutPool(RolloutPool):
         try:
             report: _WorkerReport = self._ray.get(ref)
         except _lost_worker_errors() as e:
+            # A worker process can die at start for reasons of its own (its node going
+            # away, a crash): another is asked for while the replacements last.
             self._kill(handle)
-            if self._started:
-                self._log(f"a replacement Ray worker died while starting ({_first_line(e)})")
+            if self._replacements_left > 0:
+                self._log(f"a Ray worker died while starting ({_first_line(e)}); starting another")
                 self._replace()
                 return None
             raise RolloutPoolError(
-                f"a Ray worker died while starting: {_first_line(e)}. Every node needs the "
-                "same mlbridge install as this machine (and its Python packages): run "
-                "`mlbridge doctor` on each node"
+                f"Ray workers keep dying while starting (last: {_first_line(e)}). Every node "
+                "needs the same mlbridge install as this machine (and its Python packages): "
+                "run `mlbridge doctor` on each node"
             ) from None
         # The address the node registered with (`ray start --node-ip-address`), which the
         # worker's own guess (its default route) need not be.
@@ -385,6 +386,11 @@ class RayRolloutPool(RolloutPool):
     def _await_start(self, count: int) -> None:
         deadline = time.monotonic() + self._start_timeout
         while len(self._live) < count:
+            if not self._starting:
+                raise RolloutPoolError(
+                    f"only {len(self._live)} of {count} Ray workers started; the others died "
+                    "while starting"
+                )
             left = deadline - time.monotonic()
             ready, _ = self._ray.wait(list(self._starting), num_returns=1, timeout=max(0, left))
             if not ready:
@@ -395,7 +401,6 @@ class RayRolloutPool(RolloutPool):
                     "(--workers)"
                 )
             self._admit(ready[0])
-        self._started = True
 
     def _adopt_replacements(self, timeout: float) -> list[_Worker]:
         """Replacement actors that have started, waiting up to ``timeout`` s for the first."""
@@ -456,8 +461,8 @@ class RayRolloutPool(RolloutPool):
                     if not self._starting:
                         raise RolloutPoolError(
                             f"every Ray worker was lost ({self._lost_text()}) and no "
-                            "replacement can be started: add nodes to the cluster, then "
-                            "resume the job from its last checkpoint (--resume)"
+                            "replacement can be started (the pool's replacements are used up): "
+                            "check the nodes' logs, add nodes to the cluster"
                         )
                     adopted = self._adopt_replacements(timeout=self._start_timeout)
                     if not adopted and not self._starting:
@@ -466,7 +471,7 @@ class RayRolloutPool(RolloutPool):
                         raise RolloutPoolError(
                             f"every Ray worker was lost ({self._lost_text()}) and no "
                             f"replacement started within {self._start_timeout:g} s: add "
-                            "nodes to the cluster, then resume the job (--resume)"
+                            "nodes to the cluster"
                         )
                     idle.extend(adopted)
                     continue
@@ -479,14 +484,14 @@ class RayRolloutPool(RolloutPool):
                         self._lose(worker)
                         attempts[index] += 1
                         entry = lost_here.setdefault(worker.node, [_first_line(e), 0])
-                        entry[1] += 1
-                        self._retried += 1
                         if attempts[index] > self._max_retries:
                             raise RolloutPoolError(
                                 f"item {index} lost its worker {attempts[index]} times "
                                 f"(last on {worker.node.describe()}: {_first_line(e)}); "
                                 "giving up"
                             ) from None
+                        entry[1] += 1
+                        self._retried += 1
                         queue.appendleft(index)
                         continue
                     except ray.exceptions.RayTaskError as e:
@@ -498,9 +503,13 @@ class RayRolloutPool(RolloutPool):
                     yield index, Rollout(value, worker.node)
         finally:
             for node, (reason, count) in lost_here.items():
+                retried = (
+                    f"; retried {count} rollout{'s' if count != 1 else ''} on the other workers"
+                    if count
+                    else ""
+                )
                 self._log(
-                    f"lost the Ray worker on {node.describe()} ({reason}); retried {count} "
-                    f"rollout{'s' if count != 1 else ''} on the other workers, "
+                    f"lost the Ray worker on {node.describe()} ({reason}){retried}, "
                     f"{len(self._live)} left"
                 )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -111,11 +112,16 @@ class Cluster:
         self.port = free_ports(1)[0]
         self.address = f"127.0.0.1:{self.port}"
         self.nodes: list[Node] = []
+        # Ray's token authentication with a token of the cluster's own, given to its nodes
+        # and jobs: whatever ~/.ray/auth_token holds (a local `ray.init()` writes one,
+        # and `ray start` would then turn token mode on for the head alone).
+        self.auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
         self.env = {
             **os.environ,
             # The workers import this checkout's mlbridge, as the job does.
             "PYTHONPATH": str(REPO),
             "RAY_USAGE_STATS_ENABLED": "0",
+            **self.auth,
             # A dead node is noticed in about 3 s, not Ray's default 30.
             "RAY_health_check_period_ms": "1000",
             "RAY_health_check_timeout_ms": "1000",
@@ -240,23 +246,27 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def train(corpus: Path, out: Path, *args: str, timeout: float = 300) -> tuple[int, str]:
-    """``python -m mlbridge train inliner`` on ``corpus`` into ``out``: (status, stderr)."""
+def train(
+    cluster: Cluster, corpus: Path, out: Path, *args: str, timeout: float = 300
+) -> tuple[int, str]:
+    """``python -m mlbridge train inliner`` on ``corpus`` into ``out``, joining ``cluster``:
+    (status, stderr)."""
     proc = subprocess.run(
         [sys.executable, "-m", "mlbridge", "train", "inliner", "--corpus", str(corpus),
-         *JOB, *args, "-o", str(out)],
-        capture_output=True, text=True, timeout=timeout, env=job_env(), cwd=out.parent,
+         *JOB, "--ray-address", cluster.address, *args, "-o", str(out)],
+        capture_output=True, text=True, timeout=timeout, env=job_env(cluster), cwd=out.parent,
     )  # fmt: skip
     assert proc.stdout == "", f"the command wrote to stdout: {proc.stdout!r}"
     return proc.returncode, proc.stderr
 
 
-def job_env() -> dict[str, str]:
+def job_env(cluster: Cluster | None = None) -> dict[str, str]:
     return {
         **os.environ,
         "PYTHONPATH": str(REPO),
         "MLBRIDGE_PROGRESS": "0",
         "RAY_USAGE_STATS_ENABLED": "0",
+        **(cluster.auth if cluster is not None else {}),
     }
 
 
@@ -303,10 +313,7 @@ def two_node_run(cluster: Cluster, corpus: Path, tmp_path_factory: pytest.TempPa
     """The uninterrupted two-iteration job on both nodes: (policy JSON, stderr, folder)."""
     cluster.ensure_worker()
     folder = tmp_path_factory.mktemp("two-node-run")
-    status, log = train(
-        corpus, folder / "p.json", "--ray-address", cluster.address, "--workers", "2",
-        "--iterations", "2",
-    )  # fmt: skip
+    status, log = train(cluster, corpus, folder / "p.json", "--workers", "2", "--iterations", "2")
     assert status == 0, log
     return json.loads((folder / "p.json").read_text()), log, folder
 
@@ -368,10 +375,10 @@ def test_a_resumed_job_reaches_the_parameters_of_an_uninterrupted_one(
     whole, _, whole_folder = two_node_run
     cluster.ensure_worker()
     out = tmp_path / "p.json"
-    where = ["--ray-address", cluster.address, "--workers", "2"]
-    status, log = train(corpus, out, *where, "--iterations", "1")
+    where = ["--workers", "2"]
+    status, log = train(cluster, corpus, out, *where, "--iterations", "1")
     assert status == 0, log
-    status, log = train(corpus, out, *where, "--iterations", "2", "--resume")
+    status, log = train(cluster, corpus, out, *where, "--iterations", "2", "--resume")
     assert status == 0, log
     assert re.search(r"resuming from .*iteration-000001\.json \(iteration 1/2", log), log
     assert "measuring stock -Oz" not in log  # the baselines came from the checkpoint
@@ -403,7 +410,8 @@ def test_killing_the_worker_node_mid_job_still_ends_with_a_model(
         [sys.executable, "-m", "mlbridge", "train", "inliner", "--corpus", str(corpus), *JOB,
          "--iterations", "2", "--ray-address", cluster.address, "--workers", "2",
          "-o", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job_env(), cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job_env(cluster),
+        cwd=tmp_path,
     )  # fmt: skip
     lines = []
     killed_at = None
@@ -457,9 +465,8 @@ def test_a_node_without_llvm_tools_stops_the_job_naming_the_node(
     )
     try:
         status, log = train(
-            corpus, tmp_path / "p.json", "--ray-address", cluster.address, "--workers", "2",
-            "--iterations", "1",
-        )  # fmt: skip
+            cluster, corpus, tmp_path / "p.json", "--workers", "2", "--iterations", "1"
+        )
     finally:
         broken.kill()
     assert status == 1, log
@@ -471,3 +478,61 @@ def test_a_node_without_llvm_tools_stops_the_job_naming_the_node(
     ), error
     assert "mlbridge doctor" in error and "LLVM 22" in error
     assert not (tmp_path / "p.json").exists()
+
+
+#: A driver of its own: a pool whose rollouts kill their worker process every time.
+CRASHING_POOL = r"""
+import os, sys
+from mlbridge.training.pool import RolloutPoolError
+from mlbridge.training.ray_pool import RayRolloutPool, ray_session
+
+def crash(context, item):
+    os._exit(3)  # the worker process dies mid-rollout, as in a segfault or an OOM kill
+
+with ray_session(sys.argv[1]):
+    for name, options, items in [
+        ("no-replacements", {"max_replacements": 0}, [1, 2, 3]),
+        ("bounded-retries", {"max_retries": 1, "max_replacements": 8}, [1]),
+    ]:
+        lines = []
+        with RayRolloutPool(2, log=lines.append, **options) as pool:
+            try:
+                pool.map(crash, items)
+                print(name, "ERROR: no error", flush=True)
+            except RolloutPoolError as e:
+                print(name, "RolloutPoolError:", e, flush=True)
+            print(name, "retried", pool.summary()["retried_rollouts"], flush=True)
+        for line in lines:
+            print(name, "log:", line, flush=True)
+"""
+
+
+def test_a_rollout_that_kills_its_workers_is_retried_a_bounded_number_of_times(
+    cluster: Cluster, tmp_path: Path
+):
+    cluster.ensure_worker()
+    script = tmp_path / "crash.py"
+    script.write_text(CRASHING_POOL)
+    proc = subprocess.run(
+        [sys.executable, str(script), cluster.address],
+        capture_output=True, text=True, timeout=300, env=job_env(cluster),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    # Without replacements: both workers die on their first rollouts, then nothing is left.
+    assert re.search(
+        r"^no-replacements RolloutPoolError: every Ray worker was lost \(node [0-9a-f]{56} .*\) "
+        r"and no replacement can be started",
+        out,
+        re.M,
+    ), out
+    assert "no-replacements retried 2" in out
+    assert len(re.findall(r"^no-replacements log: lost the Ray worker on node ", out, re.M)) == 2
+    # With replacements: the one rollout is moved once, then given up.
+    assert re.search(
+        r"^bounded-retries RolloutPoolError: item 0 lost its worker 2 times \(last on node "
+        r"[0-9a-f]{56} \(.*\): ActorDiedError: .*\); giving up",
+        out,
+        re.M,
+    ), out
+    assert "bounded-retries retried 1" in out
