@@ -95,6 +95,9 @@ def plot_learning_curve(
     xs_by_panel = [("iteration", [h["step"] for h in history])]
     if wall_time:
         xs_by_panel.append(("wall time (s)", [h.get(wall_time, float("nan")) for h in history]))
+    from matplotlib.ticker import MaxNLocator
+
+    axes[0][0].xaxis.set_major_locator(MaxNLocator(integer=True))  # whole iterations
     for ax, (xlabel, xs) in zip(axes[0], xs_by_panel, strict=True):
         for label, tag in series.items():
             ys = [h.get(tag, float("nan")) for h in history]

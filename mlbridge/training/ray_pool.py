@@ -110,6 +110,11 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
         return
     # Before Ray starts any process: they read it from the environment.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray 2.60 says on every new local instance that it turned token authentication on
+    # (its default, kept; docs/distributed-training.md says so once).
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR
+    )
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
     try:
         if address is None:
