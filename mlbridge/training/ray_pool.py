@@ -260,8 +260,9 @@ class RayRolloutPool(RolloutPool):
             the pool with the actor's node named. It is pickled to the actors.
         cpus_per_worker: CPUs Ray reserves for each actor (a rollout runs compilers).
         max_retries: How often one rollout may be moved off a lost worker.
-        max_replacements: Replacement actors asked for over the pool's life (default:
-            ``2 * workers``), so that a crash loop ends.
+        max_replacements: Replacement actors asked for, once the pool has started, for
+            workers lost (default: ``2 * workers``), so that a crash loop ends. Before that,
+            up to ``2 * workers`` actors that die while starting are started again.
         start_timeout: Seconds to wait for the first actors to start.
         runtime_env: Ray's runtime environment for the actors (e.g. ``{"env_vars":
             {...}}``), ``None`` for the cluster's.
@@ -319,6 +320,8 @@ class RayRolloutPool(RolloutPool):
         self._live: list[_Worker] = []
         self._starting: dict[Any, Any] = {}  # ready() ref -> actor handle
         self._closed = False
+        self._started = False  # until the first `workers` actors are up
+        self._start_retries_left = 2 * workers  # for actors that die while starting
         for _ in range(workers):
             self._start_actor()
         self._workers = workers
@@ -364,7 +367,14 @@ class RayRolloutPool(RolloutPool):
             # A worker process can die at start for reasons of its own (its node going
             # away, a crash): another is asked for while the replacements last.
             self._kill(handle)
-            if self._replacements_left > 0:
+            if not self._started and self._start_retries_left > 0:
+                # E.g. placed on a node that died a moment ago, which the cluster has not
+                # noticed yet.
+                self._start_retries_left -= 1
+                self._log(f"a Ray worker died while starting ({_first_line(e)}); starting another")
+                self._start_actor()
+                return None
+            if self._started and self._replacements_left > 0:
                 self._log(f"a Ray worker died while starting ({_first_line(e)}); starting another")
                 self._replace()
                 return None
@@ -406,6 +416,7 @@ class RayRolloutPool(RolloutPool):
                     "(--workers)"
                 )
             self._admit(ready[0])
+        self._started = True
 
     def _adopt_replacements(self, timeout: float) -> list[_Worker]:
         """Replacement actors that have started, waiting up to ``timeout`` s for the first."""
