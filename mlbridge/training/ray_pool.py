@@ -356,20 +356,18 @@ class RayRolloutPool(RolloutPool):
     def _admit(self, ref: Any) -> _Worker | None:  # noqa: ANN401
         """Turns a finished ``ready()`` into a live worker.
 
-        Returns ``None`` for a replacement that died while starting (another is asked for
-        while replacements are left); fails the pool for a first actor that died, and for
-        any actor whose check failed.
+        Returns ``None`` for an actor that died while starting: another is started while
+        the pool's start retries (or, once started, its replacements) last; after that the
+        pool fails. It fails too for any actor whose check failed.
         """
         handle = self._starting.pop(ref)
         try:
             report: _WorkerReport = self._ray.get(ref)
         except _lost_worker_errors() as e:
-            # A worker process can die at start for reasons of its own (its node going
-            # away, a crash): another is asked for while the replacements last.
+            # E.g. placed on a node that died a moment ago and that the cluster has not
+            # marked dead yet, or a worker process that crashed.
             self._kill(handle)
             if not self._started and self._start_retries_left > 0:
-                # E.g. placed on a node that died a moment ago, which the cluster has not
-                # noticed yet.
                 self._start_retries_left -= 1
                 self._log(f"a Ray worker died while starting ({_first_line(e)}); starting another")
                 self._start_actor()
