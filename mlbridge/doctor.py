@@ -65,6 +65,8 @@ _EXTRAS = (
     ("gym", "gymnasium"),
     ("corpus", "llvmlite"),
     ("torch", "torch"),
+    ("train", "tensorboardX"),
+    ("train", "matplotlib"),
 )
 
 
@@ -461,6 +463,29 @@ def check_python_extras() -> Check:
     return Check(name, True, f"{', '.join(names)} ({Path(sys.prefix)})", required=False)
 
 
+def check_ray() -> Check:
+    """Ray imports (``mlbridge train`` runs its compilations on Ray by default)."""
+    name = "Ray"
+    fix = "make setup" if _in_checkout() else "pip install 'mlbridge[ray]'"
+    try:
+        import ray
+    except Exception as e:  # noqa: BLE001 - any import failure is the finding
+        return Check(
+            name,
+            False,
+            f"cannot import ray ({type(e).__name__}: {e}); `mlbridge train` needs it, or --no-ray",
+            fix,
+            required=False,
+        )
+    return Check(
+        name,
+        True,
+        f"Ray {ray.__version__}: `mlbridge train inliner` runs on a local Ray instance, "
+        "or on a cluster with --ray-address",
+        required=False,
+    )
+
+
 def run_checks(build_dir: Path | None = None) -> list[Check]:
     """Run every check; ``build_dir`` defaults to :func:`mlbridge.paths.default_build_dir`."""
     build = Path(build_dir).resolve() if build_dir is not None else default_build_dir()
@@ -474,6 +499,7 @@ def run_checks(build_dir: Path | None = None) -> list[Check]:
         check_registered_models,
         check_corpus,
         check_python_extras,
+        check_ray,
     ]
     results = []
     for check in checks:

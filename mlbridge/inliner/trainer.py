@@ -19,15 +19,17 @@ the mlbridge plugin on the pipe runner).
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,11 +38,28 @@ from mlbridge.errors import MLBridgeError
 from mlbridge.inliner.policy import LinearPolicy
 from mlbridge.llvm import LLVMToolError, find_llvm_tool, object_sizes
 from mlbridge.progress import track
+from mlbridge.training.checkpoints import (
+    CheckpointError,
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+)
+from mlbridge.training.metrics import TrainingMetrics
+from mlbridge.training.pool import (
+    LocalRolloutPool,
+    RolloutPool,
+    RolloutPoolError,
+    SharedFile,
+    WorkerContext,
+)
 
 __all__ = [
+    "CHECKPOINT_FORMAT",
     "ESConfig",
     "TrainingError",
     "evaluate_policy",
+    "prepare_checkpoints",
     "ml_inliner_command",
     "stock_text_size",
     "train_inliner",
@@ -138,7 +157,8 @@ class ESConfig:
         modules_per_iteration: Modules sampled (without replacement) per update.
         sigma: Standard deviation of the perturbations.
         learning_rate: Step size.
-        jobs: Compilations in parallel.
+        jobs: Compilations in parallel (the threads of the default local pool; with a
+            pool passed in, its workers decide, and this is recorded).
         seed: Random seed (the whole run is deterministic given it and the tools).
     """
 
@@ -155,6 +175,161 @@ def _relative_saving(size: int, baseline: int) -> float:
     return (baseline - size) / baseline if baseline > 0 else 0.0
 
 
+#: The ``format`` of the trainer's checkpoints (:mod:`mlbridge.training.checkpoints`).
+CHECKPOINT_FORMAT = "mlbridge-inliner-es-checkpoint-1"
+
+#: ESConfig fields a resumed run may change: how long it runs and on how many workers.
+_RESUMABLE_CHANGES = frozenset({"iterations", "jobs"})
+
+#: The TensorBoard tags of :func:`train_inliner` (and the curve's series).
+METRIC_ITERATE = "reward/iterate_saving_pct"
+METRIC_BEST = "reward/best_saving_pct"
+METRIC_PERTURBED = "reward/perturbed_mean_saving_pct"
+METRIC_WALL = "time/wall_s"
+METRIC_ROLLOUTS = "rollouts/done"
+
+
+# The rollouts: module-level functions, so that a Ray pool can pickle them to its workers.
+
+
+def _stock_rollout(context: WorkerContext, module: SharedFile, *, timeout: float) -> int:
+    return stock_text_size(context.local_path(module), timeout=timeout)
+
+
+def _policy_rollout(
+    context: WorkerContext,
+    task: tuple[int, SharedFile],
+    *,
+    policies: Sequence[LinearPolicy],
+    command: Sequence[str] | None,
+    timeout: float,
+) -> int:
+    index, module = task
+    path = context.local_path(module)
+    return evaluate_policy(policies[index], path, command=command, timeout=timeout)[0]
+
+
+def _features_rollout(
+    context: WorkerContext, module: SharedFile, *, command: Sequence[str] | None, timeout: float
+) -> list[str]:
+    return _feature_names(context.local_path(module), command, timeout)
+
+
+@dataclass
+class _RunState:
+    """Everything an iteration changes, and what a checkpoint holds."""
+
+    baselines: list[int]
+    policy: LinearPolicy  # the template: its features (and metadata) for every iterate
+    theta: np.ndarray[Any, np.dtype[np.float64]]
+    best: LinearPolicy
+    best_score: float
+    rng: np.random.Generator
+    iteration: int  # iterations done
+    elapsed_s: float  # wall time of the earlier segments of the run (resumed runs)
+    rollouts: int
+
+    def to_json(
+        self, config: ESConfig, modules: list[dict[str, str]], history: list[dict[str, float]]
+    ) -> dict[str, Any]:
+        """The checkpoint's ``state``: JSON types only, every float exact."""
+        return {
+            "config": asdict(config),
+            "modules": modules,
+            "baselines": self.baselines,
+            "policy": json.loads(self.policy.to_json()),
+            "theta": [float(x) for x in self.theta],
+            "best": json.loads(self.best.to_json()),
+            "best_score": self.best_score,
+            "rng": self.rng.bit_generator.state,
+            "history": history,
+            "elapsed_s": self.elapsed_s,
+            "rollouts": self.rollouts,
+        }
+
+
+def _resume(
+    checkpoint_dir: Path, config: ESConfig, modules: list[dict[str, str]]
+) -> tuple[_RunState, list[dict[str, float]], Path]:
+    path = latest_checkpoint(checkpoint_dir)
+    if path is None:
+        raise TrainingError(f"no checkpoint to resume from in {checkpoint_dir}")
+    try:
+        iteration, state = load_checkpoint(path, CHECKPOINT_FORMAT)
+        saved = dict(state["config"])
+        mine = asdict(config)
+        changed = sorted(k for k in mine if k not in _RESUMABLE_CHANGES and saved.get(k) != mine[k])
+        if changed:
+            diffs = ", ".join(f"{k}={saved.get(k)!r} there, {mine[k]!r} here" for k in changed)
+            raise TrainingError(
+                f"{path} was taken with other settings ({diffs}): resume with the settings "
+                "of the run (only --iterations and --workers may change)"
+            )
+        if state["modules"] != modules:
+            raise TrainingError(
+                f"{path} was taken on other modules ({len(state['modules'])} there, "
+                f"{len(modules)} here, or their contents differ): resume on the same "
+                "corpus and selection"
+            )
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state["rng"]
+        run = _RunState(
+            baselines=[int(b) for b in state["baselines"]],
+            policy=LinearPolicy.from_json(json.dumps(state["policy"])),
+            theta=np.asarray(state["theta"], dtype=np.float64),
+            best=LinearPolicy.from_json(json.dumps(state["best"])),
+            best_score=float(state["best_score"]),
+            rng=rng,
+            iteration=iteration,
+            elapsed_s=float(state["elapsed_s"]),
+            rollouts=int(state["rollouts"]),
+        )
+        history = [dict(h) for h in state["history"]]
+    except CheckpointError as e:
+        raise TrainingError(str(e)) from e
+    except (KeyError, TypeError, ValueError) as e:
+        raise TrainingError(f"{path} is damaged or of another version ({e}); start anew") from e
+    return run, history, path
+
+
+def prepare_checkpoints(folder: str | Path, resume: bool, say: Callable[[str], None]) -> None:
+    """Checks a run's checkpoint folder before the run (cheap: call it before starting Ray).
+
+    To resume, the folder must hold a checkpoint. A new run removes the checkpoints of a
+    run that finished there, and refuses those of an unfinished run (whose iterations a
+    new run would mix with its own).
+
+    Raises:
+        TrainingError: Saying what to do (resume, or remove the folder).
+    """
+    root = Path(folder)
+    if resume:
+        if latest_checkpoint(root) is None:
+            raise TrainingError(
+                f"no checkpoint to resume from in {root}: run without --resume to start a "
+                "new run (or point --checkpoint-dir at the run's folder)"
+            )
+        return
+    found = list_checkpoints(root)
+    if not found:
+        return
+    latest = found[-1][1]
+    try:
+        iteration, state = load_checkpoint(latest, CHECKPOINT_FORMAT)
+        finished = iteration >= int(state["config"]["iterations"])
+    except (CheckpointError, KeyError, TypeError, ValueError):
+        finished = False
+    if not finished:
+        raise TrainingError(
+            f"{root} holds the checkpoints of an unfinished run (latest: {latest.name}): "
+            "pass --resume to continue it, or remove the folder (or choose another "
+            "--checkpoint-dir) to start anew"
+        )
+    for _, path in found:
+        path.unlink()
+    say(f"removed the {len(found)} checkpoints of the finished run in {root}")
+
+
 def train_inliner(
     modules: Sequence[Path],
     config: ESConfig,
@@ -163,82 +338,197 @@ def train_inliner(
     command: Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
     timeout: float = 300,
+    pool: RolloutPool | None = None,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_every: int = 1,
+    resume: bool = False,
+    metrics: TrainingMetrics | None = None,
 ) -> LinearPolicy:
     """Trains a :class:`LinearPolicy` on ``modules`` and returns the best one seen.
 
     The features are those the compiler sends (read from the first compilation's header).
     Every iterate is scored on the whole module set at the end of its update; the best
     (largest mean saving against stock ``-Oz``) is returned, with its scores in
-    ``metadata``.
+    ``metadata``. The run is deterministic given ``config.seed`` and the tools, whatever
+    the pool and however its rollouts are spread.
+
+    Args:
+        modules: The bitcode to train on.
+        config: The evolution-strategies settings.
+        initial: The starting policy (default: the one that answers as LLVM's default).
+        command: The compiler command template (default :func:`ml_inliner_command`,
+            resolved on each worker).
+        progress: Where the run's lines go (default: stderr).
+        timeout: Seconds for one compilation.
+        pool: Where the compilations run (default: a :class:`LocalRolloutPool` of
+            ``config.jobs`` threads, closed at the end; a pool passed in stays open).
+        checkpoint_dir: Where to write checkpoints (``None``: none).
+        checkpoint_every: Write one every this many iterations, and after the last.
+        resume: Continue from the latest checkpoint in ``checkpoint_dir`` (its settings
+            must be this run's, except ``iterations`` and ``jobs``).
+        metrics: Gets the scalars of the start and of every iteration (its history is
+            replaced by the checkpoint's on resume).
 
     Raises:
-        TrainingError: If a compilation fails.
-        ValueError: If ``modules`` is empty.
+        TrainingError: If a compilation fails, a checkpoint cannot be resumed, or the pool
+            loses every worker (or one rollout's worker too often).
+        ValueError: If ``modules`` is empty or the checkpoint settings are inconsistent.
     """
     if not modules:
         raise ValueError("no modules to train on")
+    if checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
+    if resume and checkpoint_dir is None:
+        raise ValueError("resume needs the checkpoint folder (checkpoint_dir)")
     say = progress or (lambda m: print(f"mlbridge train: {m}", file=sys.stderr, flush=True))
-    rng = np.random.default_rng(config.seed)
-    pool = ThreadPoolExecutor(max_workers=max(1, config.jobs))
+    own_pool = pool is None
+    if pool is None:
+        pool = LocalRolloutPool(max(1, config.jobs))
     started = time.monotonic()
+    folder = Path(checkpoint_dir) if checkpoint_dir is not None else None
     try:
-        say(f"measuring stock -Oz on {len(modules)} modules")
-        baselines = list(
-            track(
-                pool.map(lambda m: stock_text_size(m, timeout=timeout), modules),
-                total=len(modules),
-                description="mlbridge train: stock -Oz",
-                unit="module",
-            )
-        )
-        policy = initial
-        if policy is None:
-            names = _feature_names(modules[0], command, timeout)
-            policy = LinearPolicy.imitating_default(names)
-
-        def score(p: LinearPolicy, indices: Sequence[int]) -> float:
-            sizes = list(
-                pool.map(
-                    lambda i: evaluate_policy(p, modules[i], command=command, timeout=timeout)[0],
-                    indices,
-                )
-            )
-            return float(
-                np.mean(
-                    [_relative_saving(s, baselines[i]) for s, i in zip(sizes, indices, strict=True)]
-                )
-            )
-
+        shared = [pool.share(m) for m in modules]
+        fingerprint = [{"name": f.name, "sha256": f.digest} for f in shared]
         everything = list(range(len(modules)))
-        best = policy
-        best_score = score(policy, everything)
-        say(f"start: mean saving vs stock -Oz {best_score * 100:+.3f}%")
-        theta = policy.parameters
+
+        def scores(
+            policies: Sequence[LinearPolicy], indices: Sequence[int], description: str | None
+        ) -> list[float]:
+            """The mean saving of each policy on ``indices``, all in one map."""
+            tasks = [(p, shared[i]) for p in range(len(policies)) for i in indices]
+            rollout = functools.partial(
+                _policy_rollout, policies=tuple(policies), command=command, timeout=timeout
+            )
+            sizes = [r.value for r in pool.map(rollout, tasks, description=description)]
+            run.rollouts += len(tasks)
+            out = []
+            for p in range(len(policies)):
+                chunk = sizes[p * len(indices) : (p + 1) * len(indices)]
+                savings = [
+                    _relative_saving(s, run.baselines[i])
+                    for s, i in zip(chunk, indices, strict=True)
+                ]
+                out.append(float(np.mean(savings)))
+            return out
+
+        history: list[dict[str, float]] = []  # every step's scalars, kept in checkpoints
+
+        def record(step: int, values: dict[str, float]) -> None:
+            history.append({"step": float(step), **{k: float(v) for k, v in values.items()}})
+            if metrics is not None:
+                metrics.record(step, values)
+
+        if folder is not None:
+            prepare_checkpoints(folder, resume, say)
+        if resume:
+            assert folder is not None
+            run, restored, path = _resume(folder, config, fingerprint)
+            history.extend(restored)
+            if metrics is not None:
+                metrics.history = [dict(h) for h in restored]
+            say(
+                f"resuming from {path} (iteration {run.iteration}/{config.iterations}, "
+                f"best saving {run.best_score * 100:+.3f}%)"
+            )
+        else:
+            say(f"measuring stock -Oz on {len(modules)} modules ({pool.workers} workers)")
+            stock = functools.partial(_stock_rollout, timeout=timeout)
+            baselines = [
+                r.value
+                for r in pool.map(
+                    stock, shared, description="mlbridge train: stock -Oz", unit="module"
+                )
+            ]
+            policy = initial
+            if policy is None:
+                names = functools.partial(_features_rollout, command=command, timeout=timeout)
+                policy = LinearPolicy.imitating_default(pool.map(names, shared[:1])[0].value)
+            run = _RunState(
+                baselines=baselines,
+                policy=policy,
+                theta=policy.parameters,
+                best=policy,
+                best_score=0.0,
+                rng=np.random.default_rng(config.seed),
+                iteration=0,
+                elapsed_s=0.0,
+                rollouts=len(modules) + (1 if initial is None else 0),
+            )
+            (run.best_score,) = scores(
+                [policy], everything, "mlbridge train: scoring the start policy"
+            )
+            say(f"start: mean saving vs stock -Oz {run.best_score * 100:+.3f}%")
+            record(
+                0,
+                {
+                    METRIC_ITERATE: run.best_score * 100,
+                    METRIC_BEST: run.best_score * 100,
+                    METRIC_WALL: time.monotonic() - started,
+                    METRIC_ROLLOUTS: run.rollouts,
+                },
+            )
+
+        def wall() -> float:
+            return run.elapsed_s + (time.monotonic() - started)
+
+        first = run.iteration
         iterations = track(
-            range(config.iterations), description="mlbridge train: training", unit="iteration"
+            range(first, config.iterations),
+            description="mlbridge train: training",
+            unit="iteration",
         )
         for it in iterations:
-            batch = rng.choice(
+            theta = run.theta
+            batch = run.rng.choice(
                 len(modules), size=min(config.modules_per_iteration, len(modules)), replace=False
             )
-            eps = rng.standard_normal((config.pairs, theta.size))
-            diffs = np.empty(config.pairs)
+            eps = run.rng.standard_normal((config.pairs, theta.size))
+            perturbed = []
             for k in range(config.pairs):
-                plus = score(policy.with_parameters(theta + config.sigma * eps[k]), batch)
-                minus = score(policy.with_parameters(theta - config.sigma * eps[k]), batch)
-                diffs[k] = plus - minus
+                perturbed.append(run.policy.with_parameters(theta + config.sigma * eps[k]))
+                perturbed.append(run.policy.with_parameters(theta - config.sigma * eps[k]))
+            rewards = scores(perturbed, list(batch), None)
+            diffs = np.array([rewards[2 * k] - rewards[2 * k + 1] for k in range(config.pairs)])
             if np.any(diffs != 0.0):
-                # Normalise so that the step size does not depend on the reward scale.
-                diffs = diffs / (np.std(diffs) + 1e-12)
-            theta = theta + config.learning_rate / (2 * config.pairs) * (diffs @ eps)
-            candidate = policy.with_parameters(theta)
-            cand_score = score(candidate, everything)
-            if cand_score > best_score:
-                best, best_score = candidate, cand_score
+                # Normalise so that the step size does not depend on the reward scale. One
+                # pair (or equal differences) has no spread: its sign is the step, not
+                # diffs / 1e-12.
+                spread = float(np.std(diffs))
+                diffs = diffs / (spread if spread > 0.0 else float(np.max(np.abs(diffs))))
+            run.theta = theta + config.learning_rate / (2 * config.pairs) * (diffs @ eps)
+            candidate = run.policy.with_parameters(run.theta)
+            (cand_score,) = scores([candidate], everything, None)
+            if cand_score > run.best_score:
+                run.best, run.best_score = candidate, cand_score
+            run.iteration = it + 1
             say(
                 f"iteration {it + 1}/{config.iterations}: saving {cand_score * 100:+.3f}% "
-                f"(best {best_score * 100:+.3f}%), {time.monotonic() - started:.0f} s"
+                f"(best {run.best_score * 100:+.3f}%), {wall():.0f} s"
             )
+            record(
+                it + 1,
+                {
+                    METRIC_ITERATE: cand_score * 100,
+                    METRIC_BEST: run.best_score * 100,
+                    METRIC_PERTURBED: float(np.mean(rewards)) * 100,
+                    METRIC_WALL: wall(),
+                    METRIC_ROLLOUTS: run.rollouts,
+                },
+            )
+            if folder is not None and (
+                run.iteration % checkpoint_every == 0 or run.iteration == config.iterations
+            ):
+                run_copy = replace(run, elapsed_s=wall())
+                try:
+                    save_checkpoint(
+                        folder,
+                        CHECKPOINT_FORMAT,
+                        run.iteration,
+                        run_copy.to_json(config, fingerprint, history),
+                    )
+                except CheckpointError as e:
+                    raise TrainingError(str(e)) from e
+        best = run.best.with_parameters(run.best.parameters)
         best.metadata = {
             "trainer": "mlbridge.inliner.trainer (antithetic evolution strategies)",
             "modules": len(modules),
@@ -247,11 +537,22 @@ def train_inliner(
             "sigma": config.sigma,
             "learning_rate": config.learning_rate,
             "seed": config.seed,
-            "mean_saving_vs_stock_Oz": best_score,
+            "mean_saving_vs_stock_Oz": run.best_score,
+            "wall_time_s": round(wall(), 3),
+            "rollouts": run.rollouts,
+            "pool": pool.summary(),
         }
+        if first > 0:
+            best.metadata["resumed_from_iteration"] = first
         return best
+    except RolloutPoolError as e:
+        resume_hint = (
+            f" (the last checkpoint in {folder} resumes it: --resume)" if folder is not None else ""
+        )
+        raise TrainingError(f"the training stopped: {e}{resume_hint}") from e
     finally:
-        pool.shutdown(wait=True)
+        if own_pool:
+            pool.close()
 
 
 def _feature_names(module: Path, command: Sequence[str] | None, timeout: float) -> list[str]:
@@ -280,6 +581,15 @@ def require_tools() -> None:
             find_llvm_tool(tool)
         except MLBridgeError as e:
             raise TrainingError(str(e)) from e
+
+
+def check_worker() -> None:
+    """What a training worker checks at start (a Ray actor, on its node): LLVM 22's tools.
+
+    Raises:
+        TrainingError: Naming the missing tool and how to install it.
+    """
+    require_tools()
 
 
 def describe(policy: LinearPolicy) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,16 @@ import onnxruntime as ort
 import pytest
 
 from mlbridge.inliner.policy import DEFAULT_FEATURE, LinearPolicy, signed_log
-from mlbridge.inliner.trainer import ESConfig, evaluate_policy, stock_text_size, train_inliner
+from mlbridge.inliner.trainer import (
+    CHECKPOINT_FORMAT,
+    ESConfig,
+    TrainingError,
+    evaluate_policy,
+    stock_text_size,
+    train_inliner,
+)
+from mlbridge.training.checkpoints import load_checkpoint, save_checkpoint
+from mlbridge.training.metrics import TrainingMetrics
 
 FEATURES = ["callee_basic_block_count", "cost_estimate", "callsite_height", DEFAULT_FEATURE]
 
@@ -115,3 +125,69 @@ def test_training_returns_a_policy_no_worse_than_its_start(sample_bc: Path):
     assert policy.metadata["mean_saving_vs_stock_Oz"] * 100 == pytest.approx(best_saving, abs=5e-4)
     assert DEFAULT_FEATURE in policy.features and len(policy.features) > 30
     assert any("iteration 1/1" in m for m in messages)
+
+
+def _quiet(message: str) -> None:
+    pass
+
+
+def test_a_resumed_run_reaches_the_state_of_an_uninterrupted_one(sample_bc: Path, tmp_path: Path):
+    # A wide sigma and step, so that every iteration moves the parameters.
+    config = ESConfig(iterations=2, pairs=1, modules_per_iteration=1, jobs=1, sigma=0.5,
+                      learning_rate=0.5, seed=5)  # fmt: skip
+    whole_metrics = TrainingMetrics(None)
+    whole = train_inliner(
+        [sample_bc], config, checkpoint_dir=tmp_path / "whole", progress=_quiet,
+        metrics=whole_metrics,
+    )  # fmt: skip
+    train_inliner(
+        [sample_bc], replace(config, iterations=1), checkpoint_dir=tmp_path / "split",
+        progress=_quiet,
+    )  # fmt: skip
+    messages: list[str] = []
+    metrics = TrainingMetrics(None)
+    resumed = train_inliner(
+        [sample_bc], config, checkpoint_dir=tmp_path / "split", resume=True,
+        progress=messages.append, metrics=metrics,
+    )  # fmt: skip
+    assert messages[0].startswith("resuming from ") and "(iteration 1/2" in messages[0]
+    assert not any(m.startswith("measuring stock") for m in messages)
+    np.testing.assert_array_equal(resumed.weights, whole.weights)
+    assert resumed.bias == whole.bias
+    assert resumed.metadata["resumed_from_iteration"] == 1
+    _, mine = load_checkpoint(tmp_path / "split" / "iteration-000002.json", CHECKPOINT_FORMAT)
+    _, theirs = load_checkpoint(tmp_path / "whole" / "iteration-000002.json", CHECKPOINT_FORMAT)
+    _, before = load_checkpoint(tmp_path / "whole" / "iteration-000001.json", CHECKPOINT_FORMAT)
+    assert mine["theta"] == theirs["theta"] and mine["rng"] == theirs["rng"]
+    assert theirs["theta"] != before["theta"]  # iteration 2 moved: equality says something
+    # The metrics of the first segment come back from the checkpoint.
+    assert [h["step"] for h in metrics.history] == [0, 1, 2]
+    for tag in ("reward/iterate_saving_pct", "reward/best_saving_pct"):
+        assert [h[tag] for h in metrics.history] == [h[tag] for h in whole_metrics.history]
+
+
+def test_a_new_run_refuses_the_checkpoints_of_an_unfinished_run(sample_bc: Path, tmp_path: Path):
+    save_checkpoint(tmp_path, CHECKPOINT_FORMAT, 1, {"config": {"iterations": 3}})
+    with pytest.raises(TrainingError, match=r"unfinished run \(latest: iteration-000001.json\)"):
+        train_inliner([sample_bc], ESConfig(iterations=1, pairs=1, jobs=1),
+                      checkpoint_dir=tmp_path, progress=_quiet)  # fmt: skip
+    assert (tmp_path / "iteration-000001.json").is_file()
+    with pytest.raises(TrainingError, match="no checkpoint to resume from"):
+        train_inliner([sample_bc], ESConfig(iterations=1, pairs=1, jobs=1),
+                      checkpoint_dir=tmp_path / "empty", resume=True, progress=_quiet)  # fmt: skip
+
+
+def test_resuming_with_other_settings_is_refused_and_a_finished_run_is_replaced(
+    sample_bc: Path, tmp_path: Path
+):
+    config = ESConfig(iterations=1, pairs=1, modules_per_iteration=1, jobs=1)
+    train_inliner([sample_bc], config, checkpoint_dir=tmp_path, progress=_quiet)
+    with pytest.raises(TrainingError, match=r"other settings \(pairs=1 there, 2 here\)"):
+        train_inliner([sample_bc], replace(config, pairs=2, iterations=2),
+                      checkpoint_dir=tmp_path, resume=True, progress=_quiet)  # fmt: skip
+    messages: list[str] = []
+    train_inliner([sample_bc], replace(config, seed=1), checkpoint_dir=tmp_path,
+                  progress=messages.append)  # fmt: skip
+    assert f"removed the 1 checkpoints of the finished run in {tmp_path}" in messages
+    _, state = load_checkpoint(tmp_path / "iteration-000001.json", CHECKPOINT_FORMAT)
+    assert state["config"]["seed"] == 1

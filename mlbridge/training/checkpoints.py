@@ -1,0 +1,109 @@
+"""Checkpoints of a training run: numbered JSON files in one folder, written atomically.
+
+A checkpoint is ``<folder>/iteration-NNNNNN.json``: a JSON object with the ``format``
+the trainer names, the ``iteration`` it was taken after, and the trainer's ``state``.
+Each is written to a temporary file and renamed into place, so a job killed while writing
+leaves the previous checkpoints whole, and :func:`latest_checkpoint` never sees half a
+file. JSON keeps what a trainer needs exactly: floats are written with enough digits to
+read back the same double, and integers of any size (a numpy generator's state) stay
+integers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from mlbridge._files import write_atomically
+from mlbridge.errors import MLBridgeError
+
+__all__ = [
+    "CheckpointError",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "save_checkpoint",
+]
+
+_NAME = re.compile(r"^iteration-([0-9]{6,})\.json$")
+
+
+class CheckpointError(MLBridgeError):
+    """A checkpoint cannot be written, found or read, or is not the kind expected."""
+
+
+def list_checkpoints(folder: str | Path) -> list[tuple[int, Path]]:
+    """The checkpoints in ``folder`` as ``(iteration, path)``, oldest first (none: empty)."""
+    root = Path(folder)
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        match = _NAME.match(path.name)
+        if match:
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def latest_checkpoint(folder: str | Path) -> Path | None:
+    """The checkpoint of the highest iteration in ``folder``, or ``None``."""
+    found = list_checkpoints(folder)
+    return found[-1][1] if found else None
+
+
+def save_checkpoint(folder: str | Path, fmt: str, iteration: int, state: dict[str, Any]) -> Path:
+    """Writes the checkpoint of ``iteration`` into ``folder`` (made if missing).
+
+    Args:
+        folder: The run's checkpoint folder.
+        fmt: The trainer's checkpoint format name (checked by :func:`load_checkpoint`).
+        iteration: Iterations done when it was taken.
+        state: The trainer's state: JSON types only (dicts, lists, str, int, float, bool).
+
+    Returns:
+        The checkpoint's path.
+
+    Raises:
+        CheckpointError: If the folder cannot be written or ``state`` is not JSON.
+    """
+    root = Path(folder)
+    path = root / f"iteration-{iteration:06d}.json"
+    try:
+        data = json.dumps(
+            {"format": fmt, "iteration": iteration, "state": state},
+            indent=1,
+            sort_keys=True,
+            allow_nan=False,
+        )
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"the state of iteration {iteration} is not JSON: {e}") from None
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, data.encode() + b"\n")
+    except OSError as e:
+        raise CheckpointError(f"cannot write the checkpoint {path}: {e}") from None
+    return path
+
+
+def load_checkpoint(path: str | Path, fmt: str) -> tuple[int, dict[str, Any]]:
+    """Reads a checkpoint written by :func:`save_checkpoint`.
+
+    Returns:
+        The iteration it was taken after, and the trainer's state.
+
+    Raises:
+        CheckpointError: If it cannot be read or is not of format ``fmt``.
+    """
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"cannot read the checkpoint {path}: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise CheckpointError(f"{path} is not a {fmt} checkpoint (its format: {found!r})")
+    iteration, state = doc.get("iteration"), doc.get("state")
+    if not isinstance(iteration, int) or not isinstance(state, dict):
+        raise CheckpointError(f"{path} lacks its iteration or state; it is damaged")
+    return iteration, state

@@ -1,0 +1,550 @@
+"""A rollout pool on Ray: one actor per worker, on this machine or across a cluster.
+
+Each worker is a Ray actor (:class:`RolloutWorker`) that runs one rollout at a time and
+owns the compilations it starts. The files a rollout reads are put once into Ray's object
+store (:meth:`RayRolloutPool.share`); an actor fetches a file's bytes the first time one
+of its rollouts asks for it and keeps them in its own private temporary folder, named by
+their SHA-256, so worker nodes need no shared file system, only the same mlbridge install.
+
+At start every actor runs the trainer's check (``setup``, e.g. that LLVM 22's tools are
+there); an actor whose check fails stops the pool with a message naming its node (id and
+IP) and the fix. When an actor or its node dies mid-rollout (``RayActorError``,
+``NodeDiedError``, ``ObjectLostError``/``OwnerDiedError``, ``WorkerCrashedError``), the
+rollout goes to another live worker, a replacement actor is asked for (it joins when the
+cluster has room for it), and one line per lost node says which node it was and how many
+rollouts were retried. A rollout is retried at most ``max_retries`` times; with no worker
+left the map fails with :class:`~mlbridge.training.pool.RolloutPoolError`.
+
+:func:`ray_session` starts a local Ray instance (no dashboard, no usage statistics, Ray's
+own logging at warnings) or joins a cluster by address, and ends it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mlbridge.training.pool import (
+    NodeInfo,
+    Rollout,
+    RolloutPool,
+    RolloutPoolError,
+    SharedFile,
+    WorkerContext,
+    _share_local,
+)
+
+__all__ = ["RayRolloutPool", "RayUnavailableError", "RolloutWorker", "ray_session"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Resources Ray gives every node itself; the others are labels a user gave
+#: (``ray start --resources='{"gpu_box": 1}'``).
+_BUILTIN_RESOURCES = frozenset(
+    {"CPU", "GPU", "TPU", "memory", "object_store_memory", "accelerator_type"}
+)
+
+#: How long to wait for the actors to start (placement, worker processes, the check).
+DEFAULT_START_TIMEOUT_S = 300.0
+
+
+class RayUnavailableError(RolloutPoolError):
+    """Ray is not installed, or the cluster cannot be reached."""
+
+
+def _ray() -> Any:  # noqa: ANN401 - the ray module
+    try:
+        import ray
+    except ImportError as e:
+        raise RayUnavailableError(
+            f"Ray is not installed ({e}): pip install 'mlbridge[ray]' (or run `make setup` "
+            "in a checkout), or train without Ray (--no-ray)"
+        ) from None
+    return ray
+
+
+def _lost_worker_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions that say a worker (its actor, process or node) is gone."""
+    exc = _ray().exceptions
+    return (
+        exc.RayActorError,  # ActorDiedError, ActorUnavailableError
+        exc.NodeDiedError,
+        exc.ObjectLostError,  # OwnerDiedError, ObjectFetchTimedOutError, ...
+        exc.WorkerCrashedError,
+    )
+
+
+@contextmanager
+def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[str]:
+    """Ray for the duration of the ``with`` block.
+
+    Args:
+        address: A cluster to join (``HOST:PORT`` of its head, ``auto`` for the one this
+            machine belongs to, ``ray://...`` for Ray Client). ``None``: start a local
+            Ray instance, without dashboard or usage statistics, and stop it at the end.
+        num_cpus: CPUs of the local instance (default: this machine's); ignored when
+            joining a cluster.
+
+    Yields:
+        A description of where the job runs: ``"local Ray instance (N CPUs)"`` or
+        ``"Ray cluster at ADDR (N nodes, M CPUs)"``.
+
+    Raises:
+        RayUnavailableError: If Ray is not installed or the cluster cannot be joined.
+    """
+    ray = _ray()
+    if ray.is_initialized():  # the caller's session: use it, leave it running
+        yield _describe_cluster(ray, "Ray session of this process")
+        return
+    # Before Ray starts any process: they read it from the environment.
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray 2.60 says on every new local instance that it turned token authentication on
+    # (its default, kept; docs/distributed-training.md says so once).
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR
+    )
+    quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+    try:
+        if address is None:
+            # "local": a new instance even when $RAY_ADDRESS names a cluster.
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **quiet)
+        else:
+            ray.init(address=address, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+        fix = (
+            "start one with `ray start --head` on the head node and `ray start --address "
+            "HEAD:PORT` on the others, or check the address (docs/distributed-training.md)"
+            if address
+            else "check `ray start --head` works on this machine, or train without Ray (--no-ray)"
+        )
+        raise RayUnavailableError(f"cannot start {where}: {e}; {fix}") from None
+    try:
+        yield _describe_cluster(
+            ray, "local Ray instance" if address is None else f"Ray cluster at {address}"
+        )
+    finally:
+        ray.shutdown()
+
+
+def _describe_cluster(ray: Any, what: str) -> str:  # noqa: ANN401
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    cpus = ray.cluster_resources().get("CPU", 0)
+    return f"{what} ({len(nodes)} node{'s' if len(nodes) != 1 else ''}, {cpus:g} CPUs)"
+
+
+def cluster_cpus() -> int:
+    """The CPUs of the Ray cluster this process is connected to (at least 1)."""
+    return max(1, int(_ray().cluster_resources().get("CPU", 1)))
+
+
+def _node_table(ray: Any) -> dict[str, tuple[str, tuple[str, ...]]]:  # noqa: ANN401
+    """Node id -> its address as the cluster knows it, and its labels, for every node.
+
+    The labels are the node's custom resources (``ray start --resources``).
+    """
+    table = {}
+    for node in ray.nodes():
+        custom = sorted(
+            r
+            for r in node.get("Resources", {})
+            if r not in _BUILTIN_RESOURCES and not r.startswith("node:")
+        )
+        table[node["NodeID"]] = (str(node.get("NodeManagerAddress", "")), tuple(custom))
+    return table
+
+
+@dataclass(frozen=True)
+class _WorkerReport:
+    node_id: str
+    ip: str
+    pid: int
+    error: str | None
+
+
+class _ActorContext(WorkerContext):
+    """A rollout's view from inside an actor: its node and the files, cached by digest."""
+
+    def __init__(self, node: NodeInfo, folder: Path) -> None:
+        self._node = node
+        self._folder = folder
+        self._paths: dict[str, Path] = {}
+
+    @property
+    def node(self) -> NodeInfo:
+        return self._node
+
+    def local_path(self, file: SharedFile) -> Path:
+        cached = self._paths.get(file.digest)
+        if cached is not None:
+            return cached
+        if file.ref is None:
+            raise RolloutPoolError(
+                f"{file.path} was not shared through this Ray pool (RayRolloutPool.share)"
+            )
+        data = _ray().get(file.ref)
+        if hashlib.sha256(data).hexdigest() != file.digest:
+            raise RolloutPoolError(
+                f"the bytes of {file.name} from the object store do not match its SHA-256 "
+                f"{file.digest}"
+            )
+        path = self._folder / f"{file.digest[:16]}-{file.name}"
+        partial = path.with_name(path.name + ".part")
+        partial.write_bytes(data)
+        partial.replace(path)
+        self._paths[file.digest] = path
+        return path
+
+
+class RolloutWorker:
+    """The Ray actor behind one worker of :class:`RayRolloutPool` (one rollout at a time).
+
+    Its files live in a private temporary folder of its own, removed by :meth:`close`
+    (an actor that dies leaves it to the node's temporary-file cleaning).
+    """
+
+    def __init__(self) -> None:
+        ray = _ray()
+        self._folder = Path(tempfile.mkdtemp(prefix="mlbridge-ray-worker-"))
+        node_id = ray.get_runtime_context().get_node_id()
+        self._context = _ActorContext(
+            NodeInfo(node_id, ray.util.get_node_ip_address()), self._folder
+        )
+
+    def ready(self, setup: Callable[[], None] | None) -> _WorkerReport:
+        """Runs the trainer's check on this node; reports the node and any failure."""
+        error = None
+        if setup is not None:
+            try:
+                setup()
+            except Exception as e:  # noqa: BLE001 - reported to the driver, which stops
+                error = f"{type(e).__name__}: {e}"
+        node = self._context.node
+        return _WorkerReport(node.node_id, node.ip, os.getpid(), error)
+
+    def run(self, fn: Callable[[WorkerContext, Any], Any], item: Any) -> Any:  # noqa: ANN401
+        """One rollout."""
+        return fn(self._context, item)
+
+    def close(self) -> None:
+        """Removes the worker's folder."""
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+@dataclass
+class _Worker:
+    handle: Any
+    node: NodeInfo
+
+
+class RayRolloutPool(RolloutPool):
+    """``workers`` Ray actors on the cluster this process is connected to.
+
+    Call it inside :func:`ray_session` (or after ``ray.init``).
+
+    Args:
+        workers: Actors to start (rollouts at once).
+        setup: Run by every actor at start (and by every replacement); an exception fails
+            the pool with the actor's node named. It is pickled to the actors.
+        cpus_per_worker: CPUs Ray reserves for each actor (a rollout runs compilers).
+        max_retries: How often one rollout may be moved off a lost worker.
+        max_replacements: Replacement actors asked for, once the pool has started, for
+            workers lost (default: ``2 * workers``), so that a crash loop ends. Before that,
+            up to ``2 * workers`` actors that die while starting are started again.
+        start_timeout: Seconds to wait for the first actors to start.
+        runtime_env: Ray's runtime environment for the actors (e.g. ``{"env_vars":
+            {...}}``), ``None`` for the cluster's.
+        log: Where the pool's lines go (a lost node, a replacement); default stderr.
+
+    Raises:
+        RayUnavailableError: If Ray is not installed or not started.
+        RolloutPoolError: If the cluster cannot hold the workers, an actor does not start
+            within ``start_timeout``, or its check fails (the message names its node).
+    """
+
+    backend = "ray"
+
+    def __init__(
+        self,
+        workers: int,
+        *,
+        setup: Callable[[], None] | None = None,
+        cpus_per_worker: float = 1.0,
+        max_retries: int = 3,
+        max_replacements: int | None = None,
+        start_timeout: float = DEFAULT_START_TIMEOUT_S,
+        runtime_env: dict[str, Any] | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__()
+        ray = _ray()
+        if not ray.is_initialized():
+            raise RayUnavailableError(
+                "Ray is not started in this process: use mlbridge.training.ray_pool."
+                "ray_session() (or ray.init()) before making a RayRolloutPool"
+            )
+        if workers < 1:
+            raise ValueError(f"a pool needs at least one worker, got {workers}")
+        cpus = ray.cluster_resources().get("CPU", 0)
+        if workers * cpus_per_worker > cpus:
+            raise RolloutPoolError(
+                f"{workers} workers of {cpus_per_worker:g} CPU need {workers * cpus_per_worker:g} "
+                f"CPUs, the Ray cluster has {cpus:g}: ask for at most "
+                f"{int(cpus // cpus_per_worker)} workers (--workers), or add nodes "
+                "(`ray start --address HEAD:PORT` on another machine)"
+            )
+        self._ray = ray
+        self._max_retries = max_retries
+        self._replacements_left = 2 * workers if max_replacements is None else max_replacements
+        self._start_timeout = start_timeout
+        self._log = log or (lambda m: print(f"mlbridge: {m}", file=sys.stderr, flush=True))
+        self._actor_class = ray.remote(RolloutWorker).options(
+            num_cpus=cpus_per_worker,
+            max_restarts=0,  # a lost actor is replaced by the pool, which knows its rollouts
+            max_task_retries=0,
+            runtime_env=runtime_env,
+        )
+        self._setup_ref = ray.put(setup)
+        self._live: list[_Worker] = []
+        self._starting: dict[Any, Any] = {}  # ready() ref -> actor handle
+        self._closed = False
+        self._started = False  # until the first `workers` actors are up
+        self._start_retries_left = 2 * workers  # for actors that die while starting
+        for _ in range(workers):
+            self._start_actor()
+        self._workers = workers
+        try:
+            self._await_start(workers)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def workers(self) -> int:
+        """The actors asked for (rollouts at once while none is lost)."""
+        return self._workers
+
+    def live_nodes(self) -> list[NodeInfo]:
+        """The node of every live actor (one entry per actor)."""
+        return [w.node for w in self._live]
+
+    def share(self, path: str | os.PathLike[str]) -> SharedFile:
+        """Puts the file's bytes into Ray's object store, once."""
+        local = _share_local(path)
+        return SharedFile(
+            local.name, local.digest, local.size, local.path, self._ray.put(local.path.read_bytes())
+        )
+
+    # -- actors -----------------------------------------------------------------------
+
+    def _start_actor(self) -> None:
+        handle = self._actor_class.remote()
+        self._starting[handle.ready.remote(self._setup_ref)] = handle
+
+    def _admit(self, ref: Any) -> _Worker | None:  # noqa: ANN401
+        """Turns a finished ``ready()`` into a live worker.
+
+        Returns ``None`` for an actor that died while starting: another is started while
+        the pool's start retries (or, once started, its replacements) last; after that the
+        pool fails. It fails too for any actor whose check failed.
+        """
+        handle = self._starting.pop(ref)
+        try:
+            report: _WorkerReport = self._ray.get(ref)
+        except _lost_worker_errors() as e:
+            # E.g. placed on a node that died a moment ago and that the cluster has not
+            # marked dead yet, or a worker process that crashed.
+            self._kill(handle)
+            if not self._started and self._start_retries_left > 0:
+                self._start_retries_left -= 1
+                self._log(f"a Ray worker died while starting ({_first_line(e)}); starting another")
+                self._start_actor()
+                return None
+            if self._started and self._replacements_left > 0:
+                self._log(f"a Ray worker died while starting ({_first_line(e)}); starting another")
+                self._replace()
+                return None
+            raise RolloutPoolError(
+                f"Ray workers keep dying while starting (last: {_first_line(e)}). Every node "
+                "needs the same mlbridge install as this machine (and its Python packages): "
+                "run `mlbridge doctor` on each node"
+            ) from None
+        # The address the node registered with (`ray start --node-ip-address`), which the
+        # worker's own guess (its default route) need not be.
+        ip, labels = _node_table(self._ray).get(report.node_id, (report.ip, ()))
+        node = NodeInfo(report.node_id, ip or report.ip, labels)
+        if report.error is not None:
+            self._kill(handle)
+            raise RolloutPoolError(
+                f"the Ray worker on {node.describe()} cannot run rollouts: {report.error}. "
+                "Fix that node (run `mlbridge doctor` there and install what it names, "
+                "e.g. LLVM 22), or leave it out of the cluster, then start the job again"
+            )
+        worker = _Worker(handle, node)
+        self._live.append(worker)
+        return worker
+
+    def _await_start(self, count: int) -> None:
+        deadline = time.monotonic() + self._start_timeout
+        while len(self._live) < count:
+            if not self._starting:
+                raise RolloutPoolError(
+                    f"only {len(self._live)} of {count} Ray workers started; the others died "
+                    "while starting"
+                )
+            left = deadline - time.monotonic()
+            ready, _ = self._ray.wait(list(self._starting), num_returns=1, timeout=max(0, left))
+            if not ready:
+                raise RolloutPoolError(
+                    f"only {len(self._live)} of {count} Ray workers started within "
+                    f"{self._start_timeout:g} s: the cluster may lack free CPUs (`ray status`), "
+                    "or its nodes cannot start Python workers; ask for fewer workers "
+                    "(--workers)"
+                )
+            self._admit(ready[0])
+        self._started = True
+
+    def _adopt_replacements(self, timeout: float) -> list[_Worker]:
+        """Replacement actors that have started, waiting up to ``timeout`` s for the first."""
+        adopted: list[_Worker] = []
+        while self._starting:
+            ready, _ = self._ray.wait(list(self._starting), num_returns=1, timeout=timeout)
+            if not ready:
+                break
+            worker = self._admit(ready[0])
+            if worker is not None:
+                self._log(f"a replacement Ray worker joined on {worker.node.describe()}")
+                adopted.append(worker)
+                timeout = 0
+        return adopted
+
+    def _kill(self, handle: Any) -> None:  # noqa: ANN401
+        try:
+            self._ray.kill(handle, no_restart=True)
+        except Exception:  # noqa: BLE001, S110 - it is gone already
+            pass
+
+    def _replace(self) -> None:
+        """Asks for a replacement actor while any are left; it joins once placed."""
+        if self._replacements_left > 0:
+            self._replacements_left -= 1
+            self._start_actor()
+
+    def _lose(self, worker: _Worker) -> None:
+        if worker in self._live:
+            self._live.remove(worker)
+        self._kill(worker.handle)
+        if worker.node not in self._lost:
+            self._lost.append(worker.node)
+        self._replace()
+
+    # -- rollouts ---------------------------------------------------------------------
+
+    def _run(
+        self, fn: Callable[[WorkerContext, T], R], items: Sequence[T]
+    ) -> Iterator[tuple[int, Rollout[R]]]:
+        ray = self._ray
+        lost_errors = _lost_worker_errors()
+        fn_ref = ray.put(fn)
+        queue = deque(range(len(items)))
+        idle: deque[_Worker] = deque(self._live)
+        in_flight: dict[Any, tuple[int, _Worker]] = {}
+        attempts = [0] * len(items)
+        # Per lost node in this map: why, and how many rollouts were moved off it.
+        lost_here: dict[NodeInfo, list[Any]] = {}
+        try:
+            while queue or in_flight:
+                idle.extend(self._adopt_replacements(timeout=0))
+                while queue and idle:
+                    worker = idle.popleft()
+                    index = queue.popleft()
+                    in_flight[worker.handle.run.remote(fn_ref, items[index])] = (index, worker)
+                if not in_flight:  # work is left and every worker is gone
+                    if not self._starting:
+                        raise RolloutPoolError(
+                            f"every Ray worker was lost ({self._lost_text()}) and no "
+                            "replacement can be started (the pool's replacements are used up): "
+                            "check the nodes' logs, add nodes to the cluster"
+                        )
+                    adopted = self._adopt_replacements(timeout=self._start_timeout)
+                    if not adopted and not self._starting:
+                        continue  # the replacement died starting; the check above decides
+                    if not adopted:
+                        raise RolloutPoolError(
+                            f"every Ray worker was lost ({self._lost_text()}) and no "
+                            f"replacement started within {self._start_timeout:g} s: add "
+                            "nodes to the cluster"
+                        )
+                    idle.extend(adopted)
+                    continue
+                finished, _ = ray.wait(list(in_flight), num_returns=1)
+                for ref in finished:
+                    index, worker = in_flight.pop(ref)
+                    try:
+                        value = ray.get(ref)
+                    except lost_errors as e:
+                        self._lose(worker)
+                        attempts[index] += 1
+                        entry = lost_here.setdefault(worker.node, [_first_line(e), 0])
+                        if attempts[index] > self._max_retries:
+                            raise RolloutPoolError(
+                                f"item {index} lost its worker {attempts[index]} times "
+                                f"(last on {worker.node.describe()}: {_first_line(e)}); "
+                                "giving up"
+                            ) from None
+                        entry[1] += 1
+                        self._retried += 1
+                        queue.appendleft(index)
+                        continue
+                    except ray.exceptions.RayTaskError as e:
+                        cause = getattr(e, "cause", None)
+                        if isinstance(cause, Exception):
+                            raise cause from None
+                        raise
+                    idle.append(worker)
+                    yield index, Rollout(value, worker.node)
+        finally:
+            for node, (reason, count) in lost_here.items():
+                retried = (
+                    f"; retried {count} rollout{'s' if count != 1 else ''} on the other workers"
+                    if count
+                    else ""
+                )
+                self._log(
+                    f"lost the Ray worker on {node.describe()} ({reason}){retried}, "
+                    f"{len(self._live)} left"
+                )
+
+    def _lost_text(self) -> str:
+        return ", ".join(n.describe() for n in self._lost) or "none recorded"
+
+    def close(self) -> None:
+        """Removes the actors' folders and ends the actors (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        closing = [w.handle.close.remote() for w in self._live]
+        if closing:
+            self._ray.wait(closing, num_returns=len(closing), timeout=30)
+        for handle in [w.handle for w in self._live] + list(self._starting.values()):
+            self._kill(handle)
+        self._live.clear()
+        self._starting.clear()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(e).__name__}: {first[:300]}"
