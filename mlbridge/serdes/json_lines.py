@@ -211,16 +211,18 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
-def _find_bad_value(line: bytes) -> tuple[str, dict[str, Any]] | None:
+def _find_bad_value(line: bytes) -> tuple[str, dict[str, Any] | None] | None:
     """Find the tensor holding what orjson refused (slow path for error messages).
 
     An invalid UTF-8 string, or a number literal beyond the double range (``1e400``,
     which orjson refuses for the whole line) in a tensor's data.
 
     Returns:
-        The error's words, and the line's object with every such value replaced by a
-        valid one (so that the rest of the line can be checked as the C++ decoder
-        does, before it reads values); ``None`` if there is no such value.
+        The error's words, and, when the fault is only numbers beyond double, the line's
+        object with them replaced by zeros: the C++ decoder parses such a line and
+        checks its structure and shapes before it reads a value, so the rest of it is to
+        be checked first (invalid UTF-8 fails its parse at once). ``None`` if there is
+        no such value.
     """
     try:
         obj = json.loads(
@@ -232,7 +234,7 @@ def _find_bad_value(line: bytes) -> tuple[str, dict[str, Any]] | None:
         return None
     if not isinstance(obj, dict):
         return None
-    bad: str | None = None
+    number: str | None = None
     for t in obj.get("tensors", []) if isinstance(obj.get("tensors"), list) else []:
         if not isinstance(t, dict) or not isinstance(t.get("data"), list):
             continue
@@ -240,21 +242,24 @@ def _find_bad_value(line: bytes) -> tuple[str, dict[str, Any]] | None:
         for i, s in enumerate(data):
             if type(s) is _Literal:
                 value = float(s)
-                if math.isfinite(value):
-                    data[i] = value
-                    continue
-                data[i] = 0.0
-                bad = bad or (
-                    f"tensor {t.get('name')!r}: element {i}: value {s} is out of range for "
-                    f"{t.get('type')}"
-                )
+                data[i] = value if math.isfinite(value) else 0.0
+                if number is None and not math.isfinite(value):
+                    number = (
+                        f"tensor {t.get('name')!r}: element {i}: value {s} is out of range "
+                        f"for {t.get('type')}"
+                    )
             elif isinstance(s, str):
                 try:
                     s.encode("utf-8")
                 except UnicodeEncodeError:
-                    data[i] = ""
-                    bad = bad or f"tensor {t.get('name')!r}: string element {i} is not valid UTF-8"
-    return (bad, obj) if bad is not None else None
+                    return f"tensor {t.get('name')!r}: string element {i} is not valid UTF-8", None
+    if number is None:
+        return None
+    try:
+        line.decode("utf-8")  # the C++ parser refuses invalid UTF-8 anywhere at once
+    except UnicodeDecodeError:
+        return number, None
+    return number, obj
 
 
 class JsonSerDes(SerDes):
@@ -290,9 +295,11 @@ class JsonSerDes(SerDes):
             if found is None:
                 raise
             bad, sane = found
-            if "features" not in sane and _lines.parse_simple(sane, offset) is None:
-                # As the C++ decoder: the message's structure and every shape first.
-                self._decode_message(sane, offset)
+            if sane is not None and "features" not in sane:
+                # As the C++ decoder: a message's structure and every shape first.
+                is_message = _lines.parse_simple(sane, offset) is None
+                if is_message:
+                    self._decode_message(sane, offset)
             raise MalformedInputError(f"record at byte offset {offset}: {bad}") from None
         if "features" in obj:
             return _lines.parse_header(obj, offset, self.limits)

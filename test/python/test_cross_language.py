@@ -348,6 +348,19 @@ def test_a_huge_shape_outranks_a_value_beyond_double_on_both_sides(tool):
     assert b"(MaxDimension)" in result.stderr, result.stderr
 
 
+def test_invalid_utf8_outranks_a_huge_shape_on_both_sides(tool):
+    # llvm::json refuses invalid UTF-8 as it parses, before any shape is checked.
+    line = (
+        b'{"observation":0,"tensors":[{"name":"t","type":"string",'
+        b'"shape":[2147483648],"data":["\xff"]}]}\n'
+    )
+    with pytest.raises(MalformedInputError, match="string element 0 is not valid UTF-8"):
+        get_serdes("json").decode_stream(line)
+    result = decode_with_tool(tool, "json", line)
+    assert result.returncode == 1, result.stdout
+    assert b"Invalid UTF-8" in result.stderr, result.stderr
+
+
 def test_a_field_tag_beyond_32_bits_is_refused_on_both_sides(tool):
     # Found by the long run (seed 8): protobuf's C++ parser read the 5-byte tag
     # f1 92 ff ff 7f (> 2^32) as its low 32 bits, an unknown field; upb refuses it.
