@@ -78,6 +78,16 @@ def encode_values(tensor: Tensor) -> bytes:
     return b"".join(parts)
 
 
+def _check_int64_dims(shape: list[Any], name: str, where: str) -> None:
+    """Refuse a dimension that is a number but not an int64 integer (as C++ does first)."""
+    for d in shape:
+        if type(d) is float or (type(d) is int and not _INT64_MIN <= d <= _INT64_MAX):
+            raise MalformedInputError(
+                f"{where}: shape {shape!r} of tensor {name!r} has {d!r} where an int64 "
+                "integer is expected"
+            )
+
+
 class BitstreamSerDes(SerDes):
     """LLVM-compatible bitstream: JSON record lines plus raw little-endian values.
 
@@ -419,6 +429,10 @@ class BitstreamSerDes(SerDes):
                 raise MalformedInputError(
                     f"{where}: 'shapes' gives a shape for {name!r}, whose spec is static"
                 )
+        # C++'s lexical scan refuses a dimension beyond int64 anywhere in the line first.
+        for name, shape in shapes.items():
+            if isinstance(shape, list):
+                _check_int64_dims(shape, name, where)
         result = []
         for spec in specs:
             if not spec.is_dynamic:

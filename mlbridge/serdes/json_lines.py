@@ -318,6 +318,19 @@ class JsonSerDes(SerDes):
             )
         items = obj["tensors"]
         self.limits.check_tensor_count(len(items), offset)
+        # C++'s lexical scan refuses a dimension that is not an int64 integer anywhere in
+        # the line before anything else.
+        for i, t in enumerate(items):
+            shape = t.get("shape") if type(t) is dict else None
+            if type(shape) is list:
+                for d in shape:
+                    if type(d) is float or (
+                        type(d) is int and not -_lines.INT64_MAX - 1 <= d <= _lines.INT64_MAX
+                    ):
+                        raise MalformedInputError(
+                            f"{key} {msg_id} at byte offset {offset}: tensor {i}: shape "
+                            f"{shape!r} has {d!r} where an int64 integer is expected"
+                        )
         tensors = tuple(
             self._decode_tensor(t, f"{key} {msg_id} at byte offset {offset}: tensor {i}", offset)
             for i, t in enumerate(items)

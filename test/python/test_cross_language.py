@@ -361,6 +361,34 @@ def test_invalid_utf8_outranks_a_huge_shape_on_both_sides(tool):
     assert b"Invalid UTF-8" in result.stderr, result.stderr
 
 
+def test_a_dimension_beyond_int64_outranks_an_earlier_tensors_fault_on_both_sides(tool):
+    # Found by the long run (seed 9): C++'s lexical scan refuses the literal before
+    # anything else; Python checked shapes tensor by tensor.
+    line = (
+        b'{"observation":1,"tensors":[{"name":"a","type":"int32_t","shape":[1099511627777],'
+        b'"data":[]},{"name":"b","type":"int64_t","shape":[18446744073709551616],"data":[1]}]}\n'
+    )
+    with pytest.raises(MalformedInputError, match="where an int64 integer is expected"):
+        get_serdes("json").decode_stream(line)
+    result = decode_with_tool(tool, "json", line)
+    assert result.returncode == 1, result.stdout
+    assert b"outside the 64-bit range" in result.stderr, result.stderr
+
+
+def test_a_dynamic_dimension_beyond_int64_is_refused_before_any_value_on_both_sides(tool):
+    header = Header(
+        (TensorSpec("a", ElementType.INT32, (-1,)), TensorSpec("b", ElementType.FLOAT, (-1, 2))),
+        None,
+    )
+    line = b'{"observation":0,"shapes":{"a":[5],"b":[9223372036854775808,2]}}\n'
+    data = get_serdes("bitstream").encode_stream([header]) + line + b"\x00" * 7  # a cut short
+    with pytest.raises(MalformedInputError, match="where an int64 integer is expected"):
+        get_serdes("bitstream").decode_stream(data)
+    result = decode_with_tool(tool, "bitstream", data)
+    assert result.returncode == 1, result.stdout
+    assert b"outside the 64-bit range" in result.stderr, result.stderr
+
+
 def test_a_field_tag_beyond_32_bits_is_refused_on_both_sides(tool):
     # Found by the long run (seed 8): protobuf's C++ parser read the 5-byte tag
     # f1 92 ff ff 7f (> 2^32) as its low 32 bits, an unknown field; upb refuses it.
