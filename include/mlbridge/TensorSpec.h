@@ -212,9 +212,15 @@ TensorSpec createSpec(llvm::StringRef Name, llvm::ArrayRef<int64_t> Shape,
                         "createSpec: invalid tensor spec");
 }
 
+/// The most a shape's nonzero dimensions may multiply to when it also has a
+/// zero dimension (2^60 - 1): 8-byte elements of it stay within 2^63 - 1
+/// bytes, the largest empty array numpy (the Python side) can shape.
+inline constexpr uint64_t MaxEmptyShapeProduct = INT64_MAX / 8;
+
 /// Multiplies \p Shape's dimensions (all non-negative); returns std::nullopt
 /// on overflow of \p Max. A shape with a zero dimension has 0 elements,
-/// however large its other dimensions.
+/// however large its other dimensions, as long as they multiply to at most
+/// MaxEmptyShapeProduct (else std::nullopt).
 std::optional<uint64_t> shapeElementCount(llvm::ArrayRef<int64_t> Shape,
                                           uint64_t Max = INT64_MAX);
 

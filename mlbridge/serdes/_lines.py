@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from mlbridge.errors import LimitExceededError, MalformedInputError, MLBridgeError
-from mlbridge.serdes.base import DecodeLimits
+from mlbridge.serdes.base import MAX_EMPTY_SHAPE_PRODUCT, DecodeLimits
 from mlbridge.serdes.records import Context, End, Header
 from mlbridge.tensor_spec import DYNAMIC, TensorSpec
 
@@ -186,7 +186,7 @@ def check_spec_shapes(specs: Iterable[TensorSpec], offset: int) -> None:
         MalformedInputError: Naming the spec.
     """
     for spec in specs:
-        count = 1
+        count = nonzero = 1
         for d in spec.shape:
             if d > INT64_MAX:
                 raise MalformedInputError(
@@ -195,7 +195,8 @@ def check_spec_shapes(specs: Iterable[TensorSpec], offset: int) -> None:
                 )
             if d != DYNAMIC:
                 count *= d
-        if count > INT64_MAX:
+                nonzero *= d or 1
+        if count > INT64_MAX or (not count and nonzero > MAX_EMPTY_SHAPE_PRODUCT):
             raise MalformedInputError(
                 f"header at byte offset {offset}: tensor spec {spec.name!r} has too many elements"
             )

@@ -16,6 +16,10 @@ __all__ = ["DecodeLimits", "SerDes"]
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
+#: The most a shape's nonzero dimensions may multiply to when it also has a zero one
+#: (2^60 - 1): numpy shapes no larger array of 8-byte elements, even an empty one. The
+#: C++ side has the same bound (MaxEmptyShapeProduct).
+MAX_EMPTY_SHAPE_PRODUCT = _INT64_MAX // 8
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,12 @@ class DecodeLimits:
                     f"max_dim={self.max_dim}"
                 )
         count = math.prod(shape)
+        if not count and math.prod(d for d in shape if d) > MAX_EMPTY_SHAPE_PRODUCT:
+            raise LimitExceededError(
+                f"tensor {name!r} at byte offset {offset}: shape {list(shape)} has a zero "
+                f"dimension, but its others multiply to more than {MAX_EMPTY_SHAPE_PRODUCT} "
+                "(no array of that shape can be made)"
+            )
         if count * max(min_element_bytes, 0) > self.max_message_bytes:
             raise LimitExceededError(
                 f"tensor {name!r} at byte offset {offset}: shape {list(shape)} has {count} "

@@ -134,6 +134,7 @@ def tensor_from_proto(msg: Any, where: str, limits: DecodeLimits, offset: int) -
         else:
             if (
                 name
+                and count  # an empty tensor: the generic path checks its other dimensions
                 and len(shape) <= limits.max_rank
                 and len(data) == count * itemsize <= limits.max_message_bytes
                 and not len(msg.strings)

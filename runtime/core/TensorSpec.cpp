@@ -59,9 +59,20 @@ bool isIntegerType(ElementType Type) { return Type <= ElementType::UInt64; }
 std::optional<uint64_t> shapeElementCount(ArrayRef<int64_t> Shape,
                                           uint64_t Max) {
   // A zero dimension makes no elements, however large the others (as the
-  // Python decoders count).
-  if (llvm::is_contained(Shape, 0))
+  // Python decoders count), within what numpy can shape.
+  if (llvm::is_contained(Shape, 0)) {
+    uint64_t Rest = 1;
+    for (int64_t Dim : Shape) {
+      assert(Dim >= 0 && "dynamic or negative dimension");
+      uint64_t D = static_cast<uint64_t>(Dim);
+      if (D == 0)
+        continue;
+      if (Rest > MaxEmptyShapeProduct / D)
+        return std::nullopt;
+      Rest *= D;
+    }
     return 0;
+  }
   uint64_t Count = 1;
   for (int64_t Dim : Shape) {
     assert(Dim >= 0 && "dynamic or negative dimension");

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pytest
 from _strategies import streams
@@ -24,7 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from support.vectors import case_to_json, record_from_json
 
 from mlbridge.errors import LimitExceededError, MalformedInputError, MLBridgeError
-from mlbridge.serdes import SERDES_NAMES, Header, get_serdes
+from mlbridge.serdes import SERDES_NAMES, Header, Message, get_serdes
+from mlbridge.tensor import Tensor
 from mlbridge.tensor_spec import ElementType, TensorSpec
 
 sys.path.insert(0, str(VECTORS))
@@ -228,6 +230,48 @@ def test_both_sides_decode_a_huge_shape_with_a_zero_dimension_as_empty(tool, ser
         2147483648,
         0,
     ]
+
+
+def empty_tensor_record(serdes: str, shape: list[int]) -> bytes:
+    """A header (one dynamic int64 tensor of rank len(shape)) and a message of ``shape``."""
+    header = Header((TensorSpec("t", ElementType.INT64, (-1,) * len(shape)),), None)
+    if serdes == "protobuf":
+        from mlbridge.serdes.protobuf import encode_varint, record_to_proto
+
+        message = Message.observation(0, [Tensor("t", ElementType.INT64, np.zeros((0,)))])
+        rec = record_to_proto(message)
+        rec.message.tensors[0].shape[:] = shape  # what the Python encoder cannot make
+        body = rec.SerializeToString()
+        return get_serdes(serdes).encode_stream([header]) + encode_varint(len(body)) + body
+    dims = ",".join(map(str, shape)).encode()
+    line = (
+        b'{"observation":0,"shapes":{"t":[' + dims + b"]}}\n\n"  # no values, then the newline
+        if serdes == "bitstream"
+        else b'{"observation":0,"tensors":[{"name":"t","type":"int64_t","shape":['
+        + dims
+        + b'],"data":[]}]}\n'
+    )
+    return get_serdes(serdes).encode_stream([header]) + line
+
+
+@pytest.mark.parametrize("serdes", SERDES_NAMES)
+def test_an_empty_tensor_whose_other_dimensions_no_array_can_take_is_refused(tool, serdes):
+    # Found by the long run (seed 10): numpy cannot shape an empty array of [0, 2^40, 2^40]
+    # and Python crashed; both refuse it now, as C++ refuses such a count.
+    data = empty_tensor_record(serdes, [0, 2**40, 2**40])
+    with pytest.raises(LimitExceededError, match="has a zero dimension, but its others"):
+        get_serdes(serdes).decode_stream(data)
+    result = decode_with_tool(tool, serdes, data)
+    assert result.returncode == 1, result.stdout
+    assert b"MaxMessageBytes" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("serdes", SERDES_NAMES)
+def test_an_empty_tensor_with_huge_other_dimensions_within_the_bound_is_decoded(tool, serdes):
+    data = empty_tensor_record(serdes, [0, 2**30, 2**30 - 1])
+    assert get_serdes(serdes).decode_stream(data)[-1].tensors[0].shape == (0, 2**30, 2**30 - 1)
+    result = decode_with_tool(tool, serdes, data)
+    assert result.returncode == 0, result.stderr
 
 
 # llvm::json takes "+1" as a number; JSON does not, nor Python (found by the
