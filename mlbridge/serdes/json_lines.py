@@ -211,18 +211,19 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
-def _find_bad_value(line: bytes) -> tuple[str, dict[str, Any] | None] | None:
+def _find_bad_value(line: bytes) -> tuple[str, dict[str, Any] | None, int] | None:
     """Find the tensor holding what orjson refused (slow path for error messages).
 
     An invalid UTF-8 string, or a number literal beyond the double range (``1e400``,
     which orjson refuses for the whole line) in a tensor's data.
 
     Returns:
-        The error's words, and, when the fault is only numbers beyond double, the line's
-        object with them replaced by zeros: the C++ decoder parses such a line and
-        checks its structure and shapes before it reads a value, so the rest of it is to
-        be checked first (invalid UTF-8 fails its parse at once). ``None`` if there is
-        no such value.
+        The error's words; when the fault is only numbers beyond double, the line's
+        object with them replaced by zeros (else ``None``): the C++ decoder parses such
+        a line and reads its tensors in order, each one's structure and shape before its
+        values, so what comes before the value is to be checked first (invalid UTF-8
+        fails its parse at once); and the index of the tensor holding the value.
+        ``None`` if there is no such value.
     """
     try:
         obj = json.loads(
@@ -235,7 +236,8 @@ def _find_bad_value(line: bytes) -> tuple[str, dict[str, Any] | None] | None:
     if not isinstance(obj, dict):
         return None
     number: str | None = None
-    for t in obj.get("tensors", []) if isinstance(obj.get("tensors"), list) else []:
+    where = 0
+    for k, t in enumerate(obj["tensors"] if isinstance(obj.get("tensors"), list) else []):
         if not isinstance(t, dict) or not isinstance(t.get("data"), list):
             continue
         data = t["data"]
@@ -244,6 +246,7 @@ def _find_bad_value(line: bytes) -> tuple[str, dict[str, Any] | None] | None:
                 value = float(s)
                 data[i] = value if math.isfinite(value) else 0.0
                 if number is None and not math.isfinite(value):
+                    where = k
                     number = (
                         f"tensor {t.get('name')!r}: element {i}: value {s} is out of range "
                         f"for {t.get('type')}"
@@ -252,14 +255,15 @@ def _find_bad_value(line: bytes) -> tuple[str, dict[str, Any] | None] | None:
                 try:
                     s.encode("utf-8")
                 except UnicodeEncodeError:
-                    return f"tensor {t.get('name')!r}: string element {i} is not valid UTF-8", None
+                    words = f"tensor {t.get('name')!r}: string element {i} is not valid UTF-8"
+                    return words, None, k
     if number is None:
         return None
     try:
         line.decode("utf-8")  # the C++ parser refuses invalid UTF-8 anywhere at once
     except UnicodeDecodeError:
-        return number, None
-    return number, obj
+        return number, None, where
+    return number, obj, where
 
 
 class JsonSerDes(SerDes):
@@ -294,12 +298,12 @@ class JsonSerDes(SerDes):
             found = _find_bad_value(line)
             if found is None:
                 raise
-            bad, sane = found
+            bad, sane, tensor = found
             if sane is not None and "features" not in sane:
-                # As the C++ decoder: a message's structure and every shape first.
+                # As the C++ decoder: the tensors before it, and its structure and shape.
                 is_message = _lines.parse_simple(sane, offset) is None
                 if is_message:
-                    self._decode_message(sane, offset)
+                    self._decode_message(sane, offset, last=tensor)
             raise MalformedInputError(f"record at byte offset {offset}: {bad}") from None
         if "features" in obj:
             return _lines.parse_header(obj, offset, self.limits)
@@ -308,7 +312,8 @@ class JsonSerDes(SerDes):
             return simple
         return self._decode_message(obj, offset)
 
-    def _decode_message(self, obj: dict[str, Any], offset: int) -> Message:
+    def _decode_message(self, obj: dict[str, Any], offset: int, last: int | None = None) -> Message:
+        """The message of line object ``obj``; with ``last``, its tensors up to that one."""
         key = _lines.message_kind_key(obj, offset)
         msg_id = check_id(obj[key], offset)
         if set(obj) != {key, "tensors"} or not isinstance(obj["tensors"], list):
@@ -333,7 +338,7 @@ class JsonSerDes(SerDes):
                         )
         tensors = tuple(
             self._decode_tensor(t, f"{key} {msg_id} at byte offset {offset}: tensor {i}", offset)
-            for i, t in enumerate(items)
+            for i, t in enumerate(items if last is None else items[: last + 1])
         )
         return Message(MessageKind(key), msg_id, tensors)
 

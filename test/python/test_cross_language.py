@@ -392,6 +392,20 @@ def test_a_huge_shape_outranks_a_value_beyond_double_on_both_sides(tool):
     assert b"(MaxDimension)" in result.stderr, result.stderr
 
 
+def test_a_value_beyond_double_outranks_a_later_tensors_shape_on_both_sides(tool):
+    # Found by the long run (seed 11): C++ reads the tensors in order, each one's shape
+    # before its values; Python checked every shape first.
+    line = (
+        b'{"observation":0,"tensors":[{"name":"a","type":"float","shape":[1],"data":[1e400]},'
+        b'{"name":"b","type":"string","shape":[2147483648],"data":[]}]}\n'
+    )
+    with pytest.raises(MalformedInputError, match="tensor 'a': element 0: value 1e400"):
+        get_serdes("json").decode_stream(line)
+    result = decode_with_tool(tool, "json", line)
+    assert result.returncode == 1, result.stdout
+    assert b"element 0: value 1e400 is out of range" in result.stderr, result.stderr
+
+
 def test_invalid_utf8_outranks_a_huge_shape_on_both_sides(tool):
     # llvm::json refuses invalid UTF-8 as it parses, before any shape is checked.
     line = (
