@@ -232,7 +232,10 @@ def test_a_compiler_killed_by_a_signal_is_an_error_naming_the_signal(tmp_path):
     # -11, which must never read as a result.
     from mlbridge.gym.env import inliner_command
 
-    command = ["sh", "-c", '"$@" && kill -SEGV $$', "sh", *inliner_command(MODULE)]
+    # opt is sh's child: it dies with sh (setpriv's parent-death signal) if the
+    # environment ends the episode early, instead of spinning on the closed FIFOs.
+    script = 'setpriv --pdeathsig=KILL -- "$@" && kill -SEGV $$'
+    command = ["sh", "-c", script, "sh", *inliner_command(MODULE)]
     env = CompilerEnv(
         command,
         n_actions=2,
