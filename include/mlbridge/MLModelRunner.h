@@ -303,8 +303,11 @@ private:
   std::vector<TensorValue> Buffers;
   std::vector<TensorRef> Refs;
   /// Whether the advice spec is static with one element (evaluate<T>()'s
-  /// shortcut applies).
+  /// shortcut applies), its type and whether it has constraints: beside the
+  /// buffers, which every evaluation reads too.
   bool OneElementAdvice = false;
+  bool AdviceConstrained = false;
+  ElementType OneElementType = ElementType::Float;
 };
 
 /// Checks \p Advice (of \p Spec's numeric type) against \p Spec's

@@ -147,28 +147,41 @@ public:
 private:
   // Destroyed last: the instance and functions live in the library.
   std::shared_ptr<Library> Lib;
-  TFAOTFunctions Fns;
+  /// One model input, as every evaluation reads it.
+  struct Arg {
+    /// The feature index that feeds it.
+    size_t Feature = 0;
+    /// Its bytes; one row's for a batched input.
+    size_t Bytes = 0;
+    /// The instance's own buffer.
+    char *Buffer = nullptr;
+    /// The feature buffer it reads through SetArgData, or null when the
+    /// feature is copied into Buffer.
+    const char *Bound = nullptr;
+    /// Whether its leading dimension is the dynamic batch.
+    bool Batched = false;
+  };
+  // What every evaluation reads, side by side: a sweep over many runners
+  // finds them cold, and each cache line costs more than the call itself.
   std::unique_ptr<mlbridge_aot_instance, InstanceDeleter> Instance;
-  std::string Name;
-  std::vector<TensorSpec> Inputs;
-  /// For each model input, the feature index that feeds it.
-  std::vector<size_t> Binding;
-  /// The model's argument buffers, in model input order.
-  std::vector<char *> ArgBuffers;
-  /// The feature buffer each input reads through SetArgData, or null when
-  /// the features are copied into ArgBuffers.
-  std::vector<const char *> BoundArgs;
-  /// Each input's bytes; one row's for a batched input.
-  std::vector<size_t> ArgBytes;
-  /// Whether each input's leading dimension is the dynamic batch.
-  std::vector<bool> ArgBatched;
+  std::vector<Arg> Args;
+  int32_t (*Run)(mlbridge_aot_instance *) = nullptr;
+  const void *(*ResultData)(mlbridge_aot_instance *, int32_t) = nullptr;
+  int32_t (*SetArgData)(mlbridge_aot_instance *, int32_t,
+                        const void *) = nullptr;
   /// The rows the instance is set to (SetBatch); 1 when it is created.
   int64_t Batch = 1;
   int32_t ResultIndex = -1;
-  TensorSpec ResultSpec;
   /// The advice output's bytes; one row's if it is batched.
   size_t ResultBytes = 0;
   bool ResultBatched = false;
+  /// Whether the model has a dynamic batch (SetBatch).
+  bool HasBatch = false;
+  // The rest: loading, errors, batches.
+  TFAOTFunctions Fns;
+  std::string Name;
+  std::vector<TensorSpec> Inputs;
+  TensorSpec ResultSpec;
 };
 
 } // namespace mlbridge

@@ -240,6 +240,8 @@ void MLModelRunner::makeBuffers() {
   Buffers.clear();
   Refs.clear();
   OneElementAdvice = !Advice.isDynamic() && Advice.getElementCount() == 1;
+  OneElementType = Advice.type();
+  AdviceConstrained = Advice.hasConstraints();
   Buffers.reserve(Specs.size());
   for (const TensorSpec &S : Specs) {
     std::vector<int64_t> Shape(S.shape().begin(), S.shape().end());
@@ -411,20 +413,20 @@ Expected<bool> MLModelRunner::evaluateScalarInto(ArrayRef<TensorRef>,
 
 Expected<bool> MLModelRunner::evaluateScalarChecked(ElementType Want,
                                                     MutableArrayRef<char> Out) {
-  if (Want != Advice.type() || !OneElementAdvice)
+  if (!OneElementAdvice || Want != OneElementType)
     return false; // evaluateTyped() says what is wrong, or answers
   refreshRefs();
   Expected<bool> Done = evaluateScalarInto(Refs, Out);
   if (!Done || !*Done)
     return Done;
-  if (Advice.hasConstraints()) {
+  if (AdviceConstrained) {
     ArrayRef<int64_t> Shape = Advice.shape();
     if (Error E = checkAdviceConstraints(
             Advice,
             TensorRef(Advice.name(), Advice.type(), Shape,
                       ArrayRef<char>(Out.data(), Out.size())),
             Specs, Buffers))
-      return std::move(E);
+      return E;
   }
   return true;
 }

@@ -265,20 +265,25 @@ Expected<std::unique_ptr<MLModelRunner>> TFAOTModelRunner::createImpl(
                             "or its tables name a tensor its XLA class "
                             "lacks; rebuild it with `mlbridge aot`)");
   for (size_t I = 0; I < Inputs.size(); ++I) {
-    R->ArgBuffers.push_back(static_cast<char *>(
-        Fns.ArgData(R->Instance.get(), static_cast<int32_t>(I))));
-    R->ArgBytes.push_back(rowBytes(Inputs[I]));
-    R->ArgBatched.push_back(isBatched(Inputs[I]));
-    if (!R->ArgBuffers.back())
+    Arg A;
+    A.Feature = (*Binding)[I];
+    A.Bytes = rowBytes(Inputs[I]);
+    A.Batched = isBatched(Inputs[I]);
+    A.Buffer = static_cast<char *>(
+        Fns.ArgData(R->Instance.get(), static_cast<int32_t>(I)));
+    if (!A.Buffer)
       return aotError(Where + ": input '" + Inputs[I].name() +
                       "' has no buffer");
+    R->Args.push_back(A);
   }
-  R->BoundArgs.assign(Inputs.size(), nullptr);
   R->Lib = std::move(Lib);
   R->Fns = Fns;
+  R->Run = Fns.Run;
+  R->ResultData = Fns.ResultData;
+  R->SetArgData = Fns.SetArgData;
+  R->HasBatch = Fns.SetBatch != nullptr;
   R->Name = std::move(Name);
   R->Inputs = std::move(Inputs);
-  R->Binding = std::move(*Binding);
   R->ResultIndex = ResultIndex;
   R->ResultBytes = rowBytes(*Output);
   R->ResultBatched = isBatched(*Output);
@@ -292,9 +297,9 @@ Error TFAOTModelRunner::setBatchFrom(ArrayRef<TensorRef> Features) {
   std::optional<size_t> First;
   int64_t Rows = 0;
   for (size_t I = 0; I < Inputs.size(); ++I) {
-    if (!ArgBatched[I])
+    if (!Args[I].Batched)
       continue;
-    const TensorRef &F = Features[Binding[I]];
+    const TensorRef &F = Features[Args[I].Feature];
     if (F.shape().size() != Inputs[I].rank())
       return aotError("model '" + Name + "' input '" + Inputs[I].name() +
                       "' has rank " + Twine(Inputs[I].rank()) + ", feature '" +
@@ -306,7 +311,7 @@ Error TFAOTModelRunner::setBatchFrom(ArrayRef<TensorRef> Features) {
       return aotError("model '" + Name +
                       "': the batched inputs disagree on "
                       "the rows: feature '" +
-                      Features[Binding[*First]].name() + "' has " +
+                      Features[Args[*First].Feature].name() + "' has " +
                       Twine(Rows) + ", feature '" + F.name() + "' has " +
                       Twine(F.shape()[0]));
     }
@@ -319,20 +324,20 @@ Error TFAOTModelRunner::setBatchFrom(ArrayRef<TensorRef> Features) {
   Batch = Rows;
   // The instance's own buffers of the batched inputs moved.
   for (size_t I = 0; I < Inputs.size(); ++I)
-    if (ArgBatched[I])
-      ArgBuffers[I] = static_cast<char *>(
+    if (Args[I].Batched)
+      Args[I].Buffer = static_cast<char *>(
           Fns.ArgData(Instance.get(), static_cast<int32_t>(I)));
   return Error::success();
 }
 
 Error TFAOTModelRunner::bindAndRun(ArrayRef<TensorRef> Features) {
-  if (Fns.SetBatch)
+  if (HasBatch)
     if (Error E = setBatchFrom(Features))
       return E;
-  for (size_t I = 0; I < Inputs.size(); ++I) {
-    const TensorRef &F = Features[Binding[I]];
-    size_t Bytes =
-        ArgBatched[I] ? ArgBytes[I] * static_cast<size_t>(Batch) : ArgBytes[I];
+  for (size_t I = 0, N = Args.size(); I < N; ++I) {
+    Arg &A = Args[I];
+    const TensorRef &F = Features[A.Feature];
+    size_t Bytes = A.Batched ? A.Bytes * static_cast<size_t>(Batch) : A.Bytes;
     if (F.bytes().size() != Bytes)
       return aotError("model '" + Name + "' input '" + Inputs[I].name() +
                       "' takes " + Twine(Bytes) + " bytes, feature '" +
@@ -343,28 +348,28 @@ Error TFAOTModelRunner::bindAndRun(ArrayRef<TensorRef> Features) {
     // Zero-copy, as MLGO's release mode: the model reads the feature buffer
     // itself (TensorValue storage is 64-byte aligned). The buffer is checked
     // on every call since setting a feature may replace it.
-    if (Fns.SetArgData) {
-      if (Data == BoundArgs[I])
+    if (SetArgData) {
+      if (Data == A.Bound)
         continue;
-      if (Fns.SetArgData(Instance.get(), static_cast<int32_t>(I), Data) == 0) {
-        BoundArgs[I] = Data;
+      if (SetArgData(Instance.get(), static_cast<int32_t>(I), Data) == 0) {
+        A.Bound = Data;
         continue;
       }
-      if (BoundArgs[I]) // back to the instance's own buffer
-        Fns.SetArgData(Instance.get(), static_cast<int32_t>(I), nullptr);
-      BoundArgs[I] = nullptr;
+      if (A.Bound) // back to the instance's own buffer
+        SetArgData(Instance.get(), static_cast<int32_t>(I), nullptr);
+      A.Bound = nullptr;
     }
     // Models built before set_arg_data: copy the features in (a few
     // microseconds even for 200 KB).
-    std::memcpy(ArgBuffers[I], Data, Bytes);
+    std::memcpy(A.Buffer, Data, Bytes);
   }
-  if (Fns.Run(Instance.get()) != 0)
+  if (Run(Instance.get()) != 0)
     return aotError("model '" + Name + "' failed to run");
   return Error::success();
 }
 
 Expected<const void *> TFAOTModelRunner::resultData() {
-  const void *Data = Fns.ResultData(Instance.get(), ResultIndex);
+  const void *Data = ResultData(Instance.get(), ResultIndex);
   if (!Data)
     return aotError("model '" + Name + "' returned no buffer for output '" +
                     ResultSpec.name() + "'");
@@ -379,7 +384,7 @@ TFAOTModelRunner::evaluateScalarInto(ArrayRef<TensorRef> Features,
   if (ResultBatched || ResultBytes != Out.size())
     return false;
   if (Error E = bindAndRun(Features))
-    return std::move(E);
+    return E;
   Expected<const void *> Data = resultData();
   if (!Data)
     return Data.takeError();
@@ -390,7 +395,7 @@ TFAOTModelRunner::evaluateScalarInto(ArrayRef<TensorRef> Features,
 Expected<TensorValue>
 TFAOTModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
   if (Error E = bindAndRun(Features))
-    return std::move(E);
+    return E;
   Expected<const void *> Result = resultData();
   if (!Result)
     return Result.takeError();
