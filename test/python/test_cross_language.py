@@ -12,6 +12,7 @@ Records use the exact description of ``test/vectors/cases.json``. The build fold
 """
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -378,86 +379,64 @@ def test_both_sides_reject_what_the_long_fuzzer_run_found(tool, serdes, line, wo
     assert words in result.stderr, result.stderr
 
 
-def test_a_huge_shape_outranks_a_value_beyond_double_on_both_sides(tool):
-    # Found by the long run (seed 8): orjson refuses 1e400 for the whole line, and Python
-    # named the value; C++ checks every shape before it reads a value.
-    line = (
-        b'{"observation":0,"tensors":[{"name":"t","type":"int64_t",'
-        b'"shape":[9223372036854775807],"data":[1e400]}]}\n'
-    )
-    with pytest.raises(LimitExceededError, match="dimension 9223372036854775807"):
-        get_serdes("json").decode_stream(line)
-    result = decode_with_tool(tool, "json", line)
-    assert result.returncode == 1, result.stdout
-    assert b"(MaxDimension)" in result.stderr, result.stderr
+def _tag_beyond_32_bits() -> bytes:
+    # libprotobuf read the 5-byte tag f1 92 ff ff 7f (> 2^32) as its low 32 bits, an
+    # unknown field; upb refuses it.
+    message = b"\x08\x02\xf1\x92\xff\xff\x7f" + bytes(8)  # id 2, then the fixed64 field
+    record = b"\x1a" + bytes([len(message)]) + message  # Record.observation
+    return bytes([len(record)]) + record
 
 
-def test_a_value_beyond_double_outranks_a_later_tensors_shape_on_both_sides(tool):
-    # Found by the long run (seed 11): C++ reads the tensors in order, each one's shape
-    # before its values; Python checked every shape first.
-    line = (
-        b'{"observation":0,"tensors":[{"name":"a","type":"float","shape":[1],"data":[1e400]},'
-        b'{"name":"b","type":"string","shape":[2147483648],"data":[]}]}\n'
-    )
-    with pytest.raises(MalformedInputError, match="tensor 'a': element 0: value 1e400"):
-        get_serdes("json").decode_stream(line)
-    result = decode_with_tool(tool, "json", line)
-    assert result.returncode == 1, result.stdout
-    assert b"element 0: value 1e400 is out of range" in result.stderr, result.stderr
-
-
-def test_invalid_utf8_outranks_a_huge_shape_on_both_sides(tool):
-    # llvm::json refuses invalid UTF-8 as it parses, before any shape is checked.
-    line = (
-        b'{"observation":0,"tensors":[{"name":"t","type":"string",'
-        b'"shape":[2147483648],"data":["\xff"]}]}\n'
-    )
-    with pytest.raises(MalformedInputError, match="string element 0 is not valid UTF-8"):
-        get_serdes("json").decode_stream(line)
-    result = decode_with_tool(tool, "json", line)
-    assert result.returncode == 1, result.stdout
-    assert b"Invalid UTF-8" in result.stderr, result.stderr
-
-
-def test_a_dimension_beyond_int64_outranks_an_earlier_tensors_fault_on_both_sides(tool):
-    # Found by the long run (seed 9): C++'s lexical scan refuses the literal before
-    # anything else; Python checked shapes tensor by tensor.
-    line = (
-        b'{"observation":1,"tensors":[{"name":"a","type":"int32_t","shape":[1099511627777],'
-        b'"data":[]},{"name":"b","type":"int64_t","shape":[18446744073709551616],"data":[1]}]}\n'
-    )
-    with pytest.raises(MalformedInputError, match="where an int64 integer is expected"):
-        get_serdes("json").decode_stream(line)
-    result = decode_with_tool(tool, "json", line)
-    assert result.returncode == 1, result.stdout
-    assert b"outside the 64-bit range" in result.stderr, result.stderr
-
-
-def test_a_dynamic_dimension_beyond_int64_is_refused_before_any_value_on_both_sides(tool):
+def _dynamic_dimension_beyond_int64() -> bytes:
     header = Header(
         (TensorSpec("a", ElementType.INT32, (-1,)), TensorSpec("b", ElementType.FLOAT, (-1, 2))),
         None,
     )
     line = b'{"observation":0,"shapes":{"a":[5],"b":[9223372036854775808,2]}}\n'
-    data = get_serdes("bitstream").encode_stream([header]) + line + b"\x00" * 7  # a cut short
-    with pytest.raises(MalformedInputError, match="where an int64 integer is expected"):
-        get_serdes("bitstream").decode_stream(data)
-    result = decode_with_tool(tool, "bitstream", data)
-    assert result.returncode == 1, result.stdout
-    assert b"outside the 64-bit range" in result.stderr, result.stderr
+    return get_serdes("bitstream").encode_stream([header]) + line + b"\x00" * 7  # a cut short
 
 
-def test_a_field_tag_beyond_32_bits_is_refused_on_both_sides(tool):
-    # Found by the long run (seed 8): protobuf's C++ parser read the 5-byte tag
-    # f1 92 ff ff 7f (> 2^32) as its low 32 bits, an unknown field; upb refuses it.
-    message = b"\x08\x02\xf1\x92\xff\xff\x7f" + bytes(8)  # id 2, then the fixed64 field
-    record = b"\x1a" + bytes([len(message)]) + message  # Record.observation
-    data = bytes([len(record)]) + record
-    with pytest.raises(MalformedInputError, match="not a valid mlbridge.v1.Record"):
-        get_serdes("protobuf").decode_stream(data)
-    result = decode_with_tool(tool, "protobuf", data)
+# Inputs wrong in two ways at once that the long differential runs (seeds 8-11) found the
+# two decoders refusing with different error classes: the order of the checks is C++'s.
+@pytest.mark.parametrize(
+    "serdes, data, error, python_words, cpp_words",
+    [
+        # A huge dimension and a value beyond double in the same tensor: the shape first.
+        ("json", b'{"observation":0,"tensors":[{"name":"t","type":"int64_t",'
+                 b'"shape":[9223372036854775807],"data":[1e400]}]}\n',
+         LimitExceededError, "dimension 9223372036854775807", b"(MaxDimension)"),
+        # C++ reads the tensors in order, each one's shape before its values.
+        ("json", b'{"observation":0,"tensors":[{"name":"a","type":"float","shape":[1],'
+                 b'"data":[1e400]},{"name":"b","type":"string","shape":[2147483648],'
+                 b'"data":[]}]}\n',
+         MalformedInputError, "tensor 'a': element 0: value 1e400",
+         b"element 0: value 1e400 is out of range"),
+        # llvm::json refuses invalid UTF-8 as it parses, before any shape.
+        ("json", b'{"observation":0,"tensors":[{"name":"t","type":"string",'
+                 b'"shape":[2147483648],"data":["\xff"]}]}\n',
+         MalformedInputError, "string element 0 is not valid UTF-8", b"Invalid UTF-8"),
+        # C++'s lexical scan refuses a dimension beyond int64 before anything else.
+        ("json", b'{"observation":1,"tensors":[{"name":"a","type":"int32_t",'
+                 b'"shape":[1099511627777],"data":[]},{"name":"b","type":"int64_t",'
+                 b'"shape":[18446744073709551616],"data":[1]}]}\n',
+         MalformedInputError, "where an int64 integer is expected",
+         b"outside the 64-bit range"),
+        ("bitstream", _dynamic_dimension_beyond_int64(), MalformedInputError,
+         "where an int64 integer is expected", b"outside the 64-bit range"),
+        ("protobuf", _tag_beyond_32_bits(), MalformedInputError,
+         "not a valid mlbridge.v1.Record", b"is not a valid mlbridge.v1.Record"),
+    ],
+    ids=["shape-before-value", "tensors-in-order", "utf8-first", "int64-literal-first",
+         "bitstream-int64-literal-first", "protobuf-tag-beyond-32-bits"],
+)  # fmt: skip
+def test_both_sides_refuse_two_faults_with_the_same_error(
+    tool, serdes, data, error, python_words, cpp_words
+):
+    with pytest.raises(error, match=re.escape(python_words)):
+        get_serdes(serdes).decode_stream(data)
+    result = decode_with_tool(tool, serdes, data)
     assert result.returncode == 1, result.stdout
-    assert b"is not a valid mlbridge.v1.Record" in result.stderr, result.stderr
+    assert cpp_words in result.stderr, result.stderr
 
 
 def test_an_integer_minus_zero_in_a_float_tensor_is_plus_zero_on_both_sides(tool):
