@@ -333,8 +333,9 @@ class JsonSerDes(SerDes):
                         type(d) is int and not -_lines.INT64_MAX - 1 <= d <= _lines.INT64_MAX
                     ):
                         raise MalformedInputError(
-                            f"{key} {msg_id} at byte offset {offset}: tensor {i}: shape "
-                            f"{shape!r} has {d!r} where an int64 integer is expected"
+                            f"{key} {msg_id} at byte offset {offset}: tensor {i} "
+                            f"({t.get('name')!r}): shape {shape!r} has {d!r} where an int64 "
+                            "integer is expected"
                         )
         tensors = tuple(
             self._decode_tensor(t, f"{key} {msg_id} at byte offset {offset}: tensor {i}", offset)

@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Generic, TypeVar
 
+from mlbridge._closing import Closing
 from mlbridge.errors import MLBridgeError
 from mlbridge.progress import track
 
@@ -127,7 +127,7 @@ class WorkerContext(ABC):
         """
 
 
-class RolloutPool(ABC):
+class RolloutPool(Closing, ABC):
     """Runs ``fn(context, item)`` for many items on its workers.
 
     Use it as a context manager (or call :meth:`close`): the Ray pool owns actors.
@@ -216,17 +216,6 @@ class RolloutPool(ABC):
     @abstractmethod
     def close(self) -> None:
         """Stops the workers (idempotent)."""
-
-    def __enter__(self) -> RolloutPool:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _share_local(path: str | os.PathLike[str], ref: Any = None) -> SharedFile:  # noqa: ANN401

@@ -140,8 +140,8 @@ def test_a_json_dimension_beyond_int64_is_named():
     )
     with pytest.raises(
         MalformedInputError,
-        match=rf"tensor 't' at byte offset {len(header)}: dimension 9223372036854775808 is "
-        r"not an int64$",
+        match=rf"^observation 0 at byte offset {len(header)}: tensor 0 \('t'\): shape "
+        r"\[9223372036854775808\] has 9223372036854775808 where an int64 integer is expected$",
     ):
         get_serdes("json").decode_stream(header + line)
 
