@@ -20,6 +20,12 @@
 ///   tfaot-floor  the same shared object's C ABI directly (arg_data, run,
 ///                result_data: each a one-line call into the generated class).
 ///
+/// With --paired-with=FLOOR the sweep is the paired one: --reps pairs of one
+/// sweep of --mode and one of FLOOR over the same objects in this process,
+/// the order alternating (ABBA), so that both halves of a pair see the same
+/// machine state. The ratio of a pair is then a far tighter measurement than
+/// the ratio of separate runs, whose totals drift by tens of percent.
+///
 /// Every mode writes each query's floats into the buffer it evaluates from
 /// (a pass computes its features there), so that copy is in every figure.
 /// With --threads T the same work (--work-reps sweeps over the sizes) is split
@@ -63,6 +69,7 @@ struct Options {
   std::string Mode;
   std::string Models;
   std::vector<uint32_t> Sizes;
+  std::string PairedWith; // non-empty: the paired sweep against this mode
   unsigned Reps = 5;
   unsigned Warmup = 3;
   unsigned Threads = 0; // 0: the sweep; T > 0: the thread-scaling run
@@ -330,6 +337,64 @@ Error runSweep(const Options &O, raw_ostream &OS) {
   return Error::success();
 }
 
+/// One sweep over the sizes: its total time (the queries' own clocks).
+Expected<double> timeSweep(std::vector<std::unique_ptr<Query>> &Qs,
+                           ArrayRef<std::vector<float>> Inputs,
+                           AnswerChecker &Checker) {
+  double Total = 0;
+  for (size_t I = 0; I < Inputs.size(); ++I) {
+    Clock::time_point T0 = Clock::now();
+    Expected<float> Y = ask(*Qs[I], Inputs[I]);
+    Total += seconds(Clock::now() - T0);
+    if (!Y)
+      return Y.takeError();
+    Checker.check(Inputs[I], *Y);
+  }
+  return Total;
+}
+
+/// The paired sweep: --reps pairs (mode, floor), in ABBA order.
+Error runPaired(const Options &O, raw_ostream &OS) {
+  Options FloorOptions = O;
+  FloorOptions.Mode = O.PairedWith;
+  QueryFactory F(O), FloorF(FloorOptions);
+  if (Error E = F.prepare())
+    return E;
+  if (Error E = FloorF.prepare())
+    return E;
+  auto Qs = F.make();
+  if (!Qs)
+    return Qs.takeError();
+  auto FloorQs = FloorF.make();
+  if (!FloorQs)
+    return FloorQs.takeError();
+  std::vector<std::vector<float>> Inputs = makeInputs(O.Sizes);
+  AnswerChecker Checker(*std::max_element(O.Sizes.begin(), O.Sizes.end()));
+  for (unsigned W = 0; W < O.Warmup; ++W)
+    for (auto *Side : {&*Qs, &*FloorQs})
+      if (Expected<double> T = timeSweep(*Side, Inputs, Checker); !T)
+        return T.takeError();
+  std::vector<double> Mode, Floor;
+  for (unsigned R = 0; R < O.Reps; ++R) {
+    // ABBA: the mode goes first in even pairs, second in odd ones.
+    bool ModeFirst = R % 2 == 0;
+    for (bool IsMode : {ModeFirst, !ModeFirst}) {
+      Expected<double> T = timeSweep(IsMode ? *Qs : *FloorQs, Inputs, Checker);
+      if (!T)
+        return T.takeError();
+      (IsMode ? Mode : Floor).push_back(*T);
+    }
+  }
+  OS << "{\"mode\":\"" << O.Mode << "\",\"paired_with\":\"" << O.PairedWith
+     << "\",\"checked\":" << Checker.checked()
+     << ",\"mismatches\":" << Checker.mismatches()
+     << ",\"mode_seconds\":" << jsonList(Mode)
+     << ",\"floor_seconds\":" << jsonList(Floor) << "}\n";
+  if (Checker.mismatches())
+    return makeError("wrong answers: " + Checker.firstMismatch());
+  return Error::success();
+}
+
 /// Thread scaling: --work-reps sweeps split over --threads threads.
 Error runThreads(const Options &O, raw_ostream &OS) {
   QueryFactory F(O);
@@ -431,6 +496,8 @@ std::optional<Options> parseArgs(int Argc, char **Argv) {
     };
     if (Key == "--mode")
       O.Mode = Val.str();
+    else if (Key == "--paired-with")
+      O.PairedWith = Val.str();
     else if (Key == "--models")
       O.Models = Val.str();
     else if (Key == "--sizes") {
@@ -463,6 +530,9 @@ std::optional<Options> parseArgs(int Argc, char **Argv) {
   }
   if (O.Mode.empty() || O.Models.empty() || O.Sizes.empty())
     return std::nullopt;
+  // The paired sweep is a sweep: not with the thread or the memory run.
+  if (!O.PairedWith.empty() && (O.Threads || O.MemoryQueries))
+    return std::nullopt;
   return O;
 }
 
@@ -474,16 +544,18 @@ int main(int Argc, char **Argv) {
     errs() << "usage: " << Argv[0]
            << " --mode=onnx|onnx-floor|tfaot|tfaot-floor --models=DIR "
               "--sizes=L1,L2,... [--reps=N] [--warmup=N] "
-              "[--threads=T [--work-reps=N] | --memory-queries=N]\n"
+              "[--paired-with=FLOORMODE | --threads=T [--work-reps=N] | "
+              "--memory-queries=N]\n"
               "DIR holds dense<L>.onnx and dense<L>.so for every L "
               "(bench/inprocess_roundtrip.py makes them).\n";
     return 2;
   }
   std::string Out;
   raw_string_ostream OS(Out);
-  Error E = O->MemoryQueries ? runMemory(*O, OS)
-            : O->Threads     ? runThreads(*O, OS)
-                             : runSweep(*O, OS);
+  Error E = O->MemoryQueries         ? runMemory(*O, OS)
+            : O->Threads             ? runThreads(*O, OS)
+            : !O->PairedWith.empty() ? runPaired(*O, OS)
+                                     : runSweep(*O, OS);
   if (E) {
     errs() << "inprocess-roundtrip: " << O->Mode << ": "
            << toString(std::move(E)) << "\n";

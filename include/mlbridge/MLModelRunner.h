@@ -18,6 +18,7 @@
 #include "mlbridge/TensorSpec.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -301,7 +302,8 @@ private:
   std::vector<TensorSpec> Specs;
   TensorSpec Advice;
   std::vector<TensorValue> Buffers;
-  std::vector<TensorRef> Refs;
+  // In the object, not on the heap: a cold evaluation misses one line less.
+  llvm::SmallVector<TensorRef, 2> Refs;
   /// Whether the advice spec is static with one element (evaluate<T>()'s
   /// shortcut applies), its type and whether it has constraints: beside the
   /// buffers, which every evaluation reads too.

@@ -33,6 +33,8 @@
 
 #include "mlbridge/MLModelRunner.h"
 
+#include "llvm/ADT/SmallVector.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -164,7 +166,7 @@ private:
   // What every evaluation reads, side by side: a sweep over many runners
   // finds them cold, and each cache line costs more than the call itself.
   std::unique_ptr<mlbridge_aot_instance, InstanceDeleter> Instance;
-  std::vector<Arg> Args;
+  llvm::SmallVector<Arg, 2> Args;
   int32_t (*Run)(mlbridge_aot_instance *) = nullptr;
   const void *(*ResultData)(mlbridge_aot_instance *, int32_t) = nullptr;
   int32_t (*SetArgData)(mlbridge_aot_instance *, int32_t,

@@ -26,5 +26,20 @@ def test_smoke_run_measures_native_beside_its_floor_and_onnx(tmp_path: Path) -> 
     assert set(rows) == {"native", "native-floor", "onnx"}
     for row in rows.values():
         assert row["checked"] > 0 and row["median_ms"] > 0
+    (paired,) = result["paired"]
+    assert paired["checked"] > 0 and paired["low"] <= paired["median_ratio"] <= paired["high"]
     assert (tmp_path / "models" / "native-v1" / "dense40.so").is_file()
     assert "| native (TFAOTModelRunner over mlbridge compile) |" in proc.stdout
+    assert "native runner within 1.05x of the direct call (paired runs" in proc.stdout
+
+
+def test_paired_interval_brackets_the_median_ratio() -> None:
+    sys.path.insert(0, str(REPO / "bench"))
+    from native_roundtrip import median_ratio_interval
+
+    floor = [1.0, 1.1, 0.9, 1.0, 1.2, 1.0, 0.95]
+    mode = [f * 1.04 for f in floor]
+    median, low, high = median_ratio_interval(mode, floor)
+    assert abs(median - 1.04) < 1e-12 and abs(low - 1.04) < 1e-12 and abs(high - 1.04) < 1e-12
+    median, low, high = median_ratio_interval([1.0, 2.0, 3.0], [1.0, 1.0, 1.0])
+    assert median == 2.0 and low < median < high
