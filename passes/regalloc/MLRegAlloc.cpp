@@ -1,0 +1,819 @@
+//===- MLRegAlloc.cpp - RL4ReAl-style ML register allocator ---------------===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The allocator of MLRegAlloc.h, written against LLVM 22's installed
+/// headers only: live intervals, the register matrix, the virtual register
+/// map, spill weights (VirtRegAuxInfo) and the inline spiller. The loop is
+/// the one of LLVM's basic allocator (lib/CodeGen/RegAllocBasic.cpp, whose
+/// RegAllocBase is not installed), with every choice made by an agent.
+///
+//===----------------------------------------------------------------------===//
+#include "passes/regalloc/MLRegAlloc.h"
+
+#include "mlbridge/Environment.h"
+
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Analysis/AliasAnalysis.h"
+#include "llvm/CodeGen/CalcSpillWeights.h"
+#include "llvm/CodeGen/LiveDebugVariables.h"
+#include "llvm/CodeGen/LiveIntervals.h"
+#include "llvm/CodeGen/LiveRangeEdit.h"
+#include "llvm/CodeGen/LiveRegMatrix.h"
+#include "llvm/CodeGen/LiveStacks.h"
+#include "llvm/CodeGen/MachineBlockFrequencyInfo.h"
+#include "llvm/CodeGen/MachineDominators.h"
+#include "llvm/CodeGen/MachineFunctionPass.h"
+#include "llvm/CodeGen/MachineLoopInfo.h"
+#include "llvm/CodeGen/MachineOptimizationRemarkEmitter.h"
+#include "llvm/CodeGen/MachineRegisterInfo.h"
+#include "llvm/CodeGen/RegisterClassInfo.h"
+#include "llvm/CodeGen/SlotIndexes.h"
+#include "llvm/CodeGen/Spiller.h"
+#include "llvm/CodeGen/TargetRegisterInfo.h"
+#include "llvm/CodeGen/TargetSubtargetInfo.h"
+#include "llvm/CodeGen/VirtRegMap.h"
+#include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/Function.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+using namespace llvm;
+
+namespace mlbridge::passes {
+namespace {
+
+constexpr const char *RemarkPass = "mlbridge-regalloc";
+constexpr StringLiteral AdviceName = "regalloc_action";
+constexpr StringLiteral MaskName = "action_mask";
+
+enum class NodeStatus : uint8_t { Queued, Assigned, Spilled, Gone };
+
+/// One live range of the episode's graph. Nodes are never removed: a spilled
+/// or erased live range stays as a row with its status, so that indices the
+/// model saw keep their meaning for the whole episode.
+struct Node {
+  Register Reg;
+  NodeStatus Status = NodeStatus::Queued;
+  float Features[NumNodeFeatures] = {};
+};
+
+/// One register the coloring agent may be offered.
+struct Candidate {
+  MCRegister Phys;
+  bool Legal = false;
+  float Features[NumRegisterFeatures] = {};
+  /// The live ranges taking it evicts (spills).
+  SmallVector<Register, 4> Evicts;
+};
+
+float cappedWeight(const LiveInterval &LI) {
+  return LI.isSpillable() ? std::min(LI.weight(), UnspillableWeight)
+                          : UnspillableWeight;
+}
+
+/// One function's allocation as an mlbridge::Environment: the state of the
+/// graph, the legal actions and their effect. It is the LiveRangeEdit
+/// delegate of every spill it makes.
+class AllocationEnvironment final : public Environment,
+                                    private LiveRangeEdit::Delegate {
+public:
+  AllocationEnvironment(MachineFunction &MF, LiveIntervals &LIS,
+                        VirtRegMap &VRM, LiveRegMatrix &Matrix,
+                        const RegisterClassInfo &RCI, Spiller &Spill,
+                        MachineOptimizationRemarkEmitter &ORE)
+      : MF(MF), LIS(LIS), VRM(VRM), Matrix(Matrix), RCI(RCI), Spill(Spill),
+        ORE(ORE), MRI(MF.getRegInfo()),
+        TRI(*MF.getSubtarget().getRegisterInfo()) {
+    for (const MCPhysReg *CSR = TRI.getCalleeSavedRegs(&MF); CSR && *CSR; ++CSR)
+      CalleeSaved.insert(*CSR);
+  }
+
+  /// Starts the episode; called again after a runner failed, it goes on from
+  /// where the episode is (the fallback policy finishes it).
+  Error reset() override {
+    if (Started)
+      return Error::success();
+    Started = true;
+    for (unsigned I = 0, E = MRI.getNumVirtRegs(); I != E; ++I) {
+      Register Reg = Register::index2VirtReg(I);
+      if (MRI.reg_nodbg_empty(Reg) || VRM.hasPhys(Reg))
+        continue;
+      addNode(Reg, /*WithEdges=*/false);
+    }
+    addInitialEdges();
+    return prepare();
+  }
+
+  Error observe(MLModelRunner &Agent) override {
+    const size_t N = Nodes.size();
+    NodeRows.resize(N * NumNodeFeatures);
+    Weights.resize(N);
+    for (size_t I = 0; I < N; ++I) {
+      std::copy_n(Nodes[I].Features, NumNodeFeatures,
+                  &NodeRows[I * NumNodeFeatures]);
+      Weights[I] = Nodes[I].Features[NodeWeight];
+    }
+    RegRows.clear();
+    if (Agent_ == RegAllocAgent::Coloring)
+      for (const Candidate &C : Candidates)
+        RegRows.append(std::begin(C.Features), std::end(C.Features));
+    const int64_t CurrentNode =
+        Agent_ == RegAllocAgent::Coloring ? static_cast<int64_t>(Current) : -1;
+    return Agent.populateFeatures(
+        std::pair(StringRef("agent"), static_cast<int64_t>(Agent_)),
+        std::pair(StringRef("function_name"), MF.getName().str()),
+        std::pair(StringRef("node_features"), ArrayRef<float>(NodeRows)),
+        std::pair(StringRef("edges"), ArrayRef<int64_t>(EdgeList)),
+        std::pair(StringRef("spill_weights"), ArrayRef<float>(Weights)),
+        std::pair(StringRef("node"), CurrentNode),
+        std::pair(StringRef("register_features"), ArrayRef<float>(RegRows)),
+        std::pair(StringRef(MaskName), ArrayRef<int64_t>(Mask)));
+  }
+
+  Error step(const Action &A) override {
+    if (A.Advice.type() != ElementType::Int64 ||
+        A.Advice.getElementCount() != 1)
+      return createStringError("the advice 'action' is not one int64");
+    const int64_t Index = A.Advice.data<int64_t>()[0];
+    // The runners check the mask (advice constraints); this is the
+    // allocator's own guard, so that no runner can get an illegal action in.
+    if (Index < 0 || static_cast<uint64_t>(Index) >= Mask.size() ||
+        !Mask[Index])
+      return createStringError(
+          "the %s agent chose action %lld, which is not legal (action_mask "
+          "has %zu entries)",
+          agentName(Agent_), static_cast<long long>(Index), Mask.size());
+    if (Agent_ == RegAllocAgent::Priority) {
+      // The coloring agent acts next (unless nothing is legal for it).
+      startColoring(static_cast<unsigned>(Index));
+      return Error::success();
+    }
+    color(static_cast<unsigned>(Index));
+    return prepare();
+  }
+
+  bool isDone() const override { return Done; }
+  size_t nextAgent() const override { return static_cast<size_t>(Agent_); }
+  ActionSelection actionSelection(size_t) const override {
+    return ActionSelection::Raw;
+  }
+
+  /// The live ranges still waiting, once an episode could not finish.
+  size_t queued() const {
+    return count_if(
+        Nodes, [](const Node &N) { return N.Status == NodeStatus::Queued; });
+  }
+  size_t nodes() const { return Nodes.size(); }
+
+private:
+  static const char *agentName(RegAllocAgent A) {
+    return A == RegAllocAgent::Priority ? "priority" : "coloring";
+  }
+
+  // The graph.
+
+  unsigned addNode(Register Reg, bool WithEdges) {
+    auto [It, New] = NodeOf.try_emplace(Reg, Nodes.size());
+    if (!New) {
+      // Back in the queue (its register was taken away, or it was split).
+      Node &Existing = Nodes[It->second];
+      setStatus(Existing, NodeStatus::Queued);
+      refreshFeatures(Existing);
+      return It->second;
+    }
+    Nodes.push_back(Node{Reg});
+    Node &N = Nodes.back();
+    setStatus(N, NodeStatus::Queued);
+    const TargetRegisterClass *RC = MRI.getRegClass(Reg);
+    N.Features[NodeClassSize] =
+        static_cast<float>(RCI.getNumAllocatableRegs(RC));
+    refreshFeatures(N);
+    const LiveInterval &LI = LIS.getInterval(Reg);
+    if (WithEdges && !LI.empty())
+      for (unsigned J = 0, E = Nodes.size() - 1; J < E; ++J) {
+        if (!isLive(Nodes[J]))
+          continue;
+        const LiveInterval &Other = LIS.getInterval(Nodes[J].Reg);
+        if (!Other.empty() && LI.overlaps(Other))
+          addEdge(J, It->second);
+      }
+    return It->second;
+  }
+
+  void refreshFeatures(Node &N) {
+    const LiveInterval &LI = LIS.getInterval(N.Reg);
+    N.Features[NodeWeight] = cappedWeight(LI);
+    N.Features[NodeSpillable] = LI.isSpillable();
+    N.Features[NodeLogSize] = std::log2(1.0f + LI.getSize());
+    N.Features[NodeSegments] = static_cast<float>(LI.size());
+    N.Features[NodeInstructions] = static_cast<float>(
+        std::distance(MRI.reg_nodbg_instructions(N.Reg).begin(),
+                      MRI.reg_nodbg_instructions(N.Reg).end()));
+    N.Features[NodeHasHint] = VRM.hasKnownPreference(N.Reg);
+  }
+
+  static void setStatus(Node &N, NodeStatus S) {
+    N.Status = S;
+    N.Features[NodeQueued] = S == NodeStatus::Queued;
+    N.Features[NodeAssigned] = S == NodeStatus::Assigned;
+    N.Features[NodeSpilled] = S == NodeStatus::Spilled;
+  }
+
+  static bool isLive(const Node &N) {
+    return N.Status == NodeStatus::Queued || N.Status == NodeStatus::Assigned;
+  }
+
+  void addEdge(unsigned A, unsigned B) {
+    if (A > B)
+      std::swap(A, B);
+    if (!EdgeSet.insert((uint64_t(A) << 32) | B).second)
+      return;
+    EdgeList.push_back(A);
+    EdgeList.push_back(B);
+    Nodes[A].Features[NodeDegree] += 1;
+    Nodes[B].Features[NodeDegree] += 1;
+  }
+
+  /// All interferences among the first nodes: a sweep over the live ranges
+  /// sorted by start, the exact overlap test only where the spans meet.
+  void addInitialEdges() {
+    // Empty live ranges (only undefined uses) interfere with nothing.
+    SmallVector<unsigned, 0> ByStart;
+    for (unsigned I = 0; I < Nodes.size(); ++I)
+      if (!LIS.getInterval(Nodes[I].Reg).empty())
+        ByStart.push_back(I);
+    auto Start = [&](unsigned I) {
+      return LIS.getInterval(Nodes[I].Reg).beginIndex();
+    };
+    llvm::sort(ByStart,
+               [&](unsigned A, unsigned B) { return Start(A) < Start(B); });
+    SmallVector<unsigned, 0> Active;
+    for (unsigned I : ByStart) {
+      const LiveInterval &LI = LIS.getInterval(Nodes[I].Reg);
+      llvm::erase_if(Active, [&](unsigned J) {
+        return LIS.getInterval(Nodes[J].Reg).endIndex() <= LI.beginIndex();
+      });
+      for (unsigned J : Active)
+        if (LI.overlaps(LIS.getInterval(Nodes[J].Reg)))
+          addEdge(I, J);
+      Active.push_back(I);
+    }
+  }
+
+  // The episode.
+
+  /// Drops queued live ranges that lost their uses (the spiller can leave
+  /// them), then sets up the next decision: the priority agent's, or the end.
+  Error prepare() {
+    for (Node &N : Nodes)
+      if (N.Status == NodeStatus::Queued && MRI.reg_nodbg_empty(N.Reg)) {
+        LIS.removeInterval(N.Reg);
+        setStatus(N, NodeStatus::Gone);
+      }
+    Agent_ = RegAllocAgent::Priority;
+    Mask.assign(Nodes.size(), 0);
+    bool Any = false;
+    for (size_t I = 0; I < Nodes.size(); ++I)
+      if (Nodes[I].Status == NodeStatus::Queued)
+        Mask[I] = Any = true;
+    Done = !Any;
+    return Error::success();
+  }
+
+  /// The priority agent chose node \p I: offer its candidates to the
+  /// coloring agent, or, when nothing is legal, fail as LLVM does.
+  void startColoring(unsigned I) {
+    Current = I;
+    Matrix.invalidateVirtRegs();
+    const LiveInterval &LI = LIS.getInterval(Nodes[I].Reg);
+    remark("Priority", [&](raw_ostream &OS) {
+      OS << "priority agent: node " << I << " (" << printReg(LI.reg(), &TRI)
+         << ") next";
+    });
+    computeCandidates(LI);
+    Agent_ = RegAllocAgent::Coloring;
+    Mask.assign(Candidates.size() + 1, 0);
+    bool Any = false;
+    for (size_t R = 0; R < Candidates.size(); ++R)
+      if (Candidates[R].Legal)
+        Mask[R] = Any = true;
+    if (LI.isSpillable())
+      Mask.back() = Any = true;
+    if (!Any)
+      outOfRegisters(I);
+  }
+
+  void computeCandidates(const LiveInterval &LI) {
+    Candidates.clear();
+    const TargetRegisterClass *RC = MRI.getRegClass(LI.reg());
+    ArrayRef<MCPhysReg> Order = RCI.getOrder(RC);
+    SmallVector<MCPhysReg, 16> Hints;
+    const bool HardHints =
+        TRI.getRegAllocationHints(LI.reg(), Order, Hints, MF, &VRM, &Matrix);
+    SmallVector<MCPhysReg, 32> Regs(Hints.begin(), Hints.end());
+    if (!HardHints)
+      for (MCPhysReg P : Order)
+        if (!is_contained(Hints, P))
+          Regs.push_back(P);
+    for (size_t Pos = 0; Pos < Regs.size(); ++Pos) {
+      Candidate C;
+      C.Phys = Regs[Pos];
+      C.Features[RegHinted] = is_contained(Hints, Regs[Pos]);
+      C.Features[RegOrder] = float(Pos) / float(Regs.size());
+      C.Features[RegFirstCSRUse] =
+          CalleeSaved.contains(C.Phys) && !Matrix.isPhysRegUsed(C.Phys);
+      switch (Matrix.checkInterference(LI, C.Phys)) {
+      case LiveRegMatrix::IK_Free:
+        C.Legal = true;
+        C.Features[RegFree] = 1;
+        break;
+      case LiveRegMatrix::IK_VirtReg: {
+        // Evictable when every live range in the way may be spilled and
+        // weighs no more than this one (as LLVM's basic allocator decides).
+        float Cost = 0;
+        C.Legal = true;
+        for (MCRegUnit Unit : TRI.regunits(C.Phys)) {
+          LiveIntervalUnion::Query &Q = Matrix.query(LI, Unit);
+          for (const LiveInterval *Intf : Q.interferingVRegs()) {
+            if (!Intf->isSpillable() || Intf->weight() > LI.weight()) {
+              C.Legal = false;
+              break;
+            }
+            if (!is_contained(C.Evicts, Intf->reg())) {
+              C.Evicts.push_back(Intf->reg());
+              Cost += Intf->weight();
+            }
+          }
+          if (!C.Legal)
+            break;
+        }
+        C.Features[RegEvictCost] = C.Legal ? Cost : -1;
+        break;
+      }
+      default: // a fixed register or a clobber in the way
+        C.Features[RegEvictCost] = -1;
+        break;
+      }
+      if (!C.Legal)
+        C.Evicts.clear();
+      Candidates.push_back(std::move(C));
+    }
+  }
+
+  /// The coloring agent chose action \p R for the current node.
+  void color(unsigned R) {
+    Node &N = Nodes[Current];
+    const LiveInterval &LI = LIS.getInterval(N.Reg);
+    if (R == Candidates.size()) {
+      remark("Spill", [&](raw_ostream &OS) {
+        OS << "coloring agent: node " << Current << " ("
+           << printReg(N.Reg, &TRI) << ") spilled";
+      });
+      setStatus(N, NodeStatus::Spilled);
+      spill(LI);
+      return;
+    }
+    const Candidate &C = Candidates[R];
+    for (Register Evicted : C.Evicts) {
+      if (!VRM.hasPhys(Evicted))
+        continue; // spilled already, with an earlier one
+      LiveInterval &ELI = LIS.getInterval(Evicted);
+      remark("Evict", [&](raw_ostream &OS) {
+        OS << "coloring agent: node " << NodeOf.lookup(Evicted) << " ("
+           << printReg(Evicted, &TRI) << ") evicted from "
+           << printReg(C.Phys, &TRI) << " and spilled";
+      });
+      Matrix.unassign(ELI);
+      setStatus(Nodes[NodeOf.lookup(Evicted)], NodeStatus::Spilled);
+      spill(ELI);
+    }
+    // Spilling can shrink or empty this live range too; assign only what is
+    // still there and free.
+    if (N.Status != NodeStatus::Queued || MRI.reg_nodbg_empty(N.Reg))
+      return;
+    const LiveInterval &Now = LIS.getInterval(N.Reg);
+    Matrix.invalidateVirtRegs();
+    if (Matrix.checkInterference(Now, C.Phys) != LiveRegMatrix::IK_Free)
+      return; // stays queued: the priority agent sees it again
+    remark("Assign", [&](raw_ostream &OS) {
+      OS << "coloring agent: node " << Current << " (" << printReg(N.Reg, &TRI)
+         << ") assigned " << printReg(C.Phys, &TRI);
+    });
+    Matrix.assign(Now, C.Phys);
+    setStatus(N, NodeStatus::Assigned);
+  }
+
+  void spill(const LiveInterval &LI) {
+    SmallVector<Register, 4> NewRegs;
+    LiveRangeEdit LRE(&LI, NewRegs, MF, LIS, &VRM, this, &DeadRemats);
+    Spill.spill(LRE);
+    for (Register Reg : NewRegs) {
+      if (!LIS.hasInterval(Reg) || VRM.hasPhys(Reg))
+        continue;
+      if (MRI.reg_nodbg_empty(Reg)) {
+        LIS.removeInterval(Reg);
+        continue;
+      }
+      addNode(Reg, /*WithEdges=*/true);
+    }
+  }
+
+  /// No register and no spill: LLVM's own answer (an error on the
+  /// instruction, then the first register so that compilation can go on).
+  void outOfRegisters(unsigned I) {
+    const Register Reg = Nodes[I].Reg;
+    const TargetRegisterClass *RC = MRI.getRegClass(Reg);
+    ArrayRef<MCPhysReg> Order = RCI.getOrder(RC);
+    const MachineInstr *MI = nullptr;
+    for (const MachineInstr &Use : MRI.reg_instructions(Reg)) {
+      MI = &Use;
+      if (MI->isInlineAsm())
+        break;
+    }
+    if (MI && MI->isInlineAsm())
+      MI->emitInlineAsmError(
+          "inline assembly requires more registers than available");
+    else
+      MF.getFunction().getContext().emitError(
+          "mlbridge-regalloc: ran out of registers in '" + MF.getName() + "'");
+    if (Order.empty())
+      report_fatal_error("no registers from class available to allocate");
+    VRM.assignVirt2Phys(Reg, Order.front());
+    setStatus(Nodes[I], NodeStatus::Assigned);
+    // The next decision is the priority agent's again.
+    Candidates.clear();
+    Mask.clear();
+    Agent_ = RegAllocAgent::Priority;
+    (void)prepare();
+  }
+
+  template <typename Fn> void remark(StringRef Name, Fn Describe) {
+    ORE.emit([&]() {
+      std::string Text;
+      raw_string_ostream OS(Text);
+      Describe(OS);
+      return MachineOptimizationRemarkAnalysis(
+                 RemarkPass, Name, DiagnosticLocation(), &MF.front())
+             << Text;
+    });
+  }
+
+  // LiveRangeEdit::Delegate: what the spiller does to other live ranges.
+  bool LRE_CanEraseVirtReg(Register Reg) override {
+    LiveInterval &LI = LIS.getInterval(Reg);
+    if (VRM.hasPhys(Reg)) {
+      Matrix.unassign(LI);
+      if (auto It = NodeOf.find(Reg); It != NodeOf.end())
+        setStatus(Nodes[It->second], NodeStatus::Gone);
+      return true;
+    }
+    // Unassigned: queued; prepare() drops it once it has no uses.
+    LI.clear();
+    return false;
+  }
+
+  void LRE_WillShrinkVirtReg(Register Reg) override {
+    if (!VRM.hasPhys(Reg))
+      return;
+    // Assigned: back to the queue, to be colored again.
+    LiveInterval &LI = LIS.getInterval(Reg);
+    Matrix.unassign(LI);
+    addNode(Reg, /*WithEdges=*/false);
+  }
+
+  MachineFunction &MF;
+  LiveIntervals &LIS;
+  VirtRegMap &VRM;
+  LiveRegMatrix &Matrix;
+  const RegisterClassInfo &RCI;
+  Spiller &Spill;
+  MachineOptimizationRemarkEmitter &ORE;
+  MachineRegisterInfo &MRI;
+  const TargetRegisterInfo &TRI;
+  DenseSet<MCPhysReg> CalleeSaved;
+
+  std::vector<Node> Nodes;
+  DenseMap<Register, unsigned> NodeOf;
+  DenseSet<uint64_t> EdgeSet;
+  std::vector<int64_t> EdgeList;
+  std::vector<Candidate> Candidates;
+  std::vector<int64_t> Mask;
+  RegAllocAgent Agent_ = RegAllocAgent::Priority;
+  unsigned Current = 0;
+  bool Started = false;
+  bool Done = false;
+  // Scratch space of observe().
+  std::vector<float> NodeRows, Weights;
+  SmallVector<float, 0> RegRows;
+
+public:
+  SmallPtrSet<MachineInstr *, 32> DeadRemats;
+};
+
+/// The allocator pass. The runner is made on the first function and kept for
+/// the compilation; after a model failure the built-in policy decides.
+class MLRegAlloc final : public MachineFunctionPass {
+public:
+  static char ID;
+  MLRegAlloc(MLRegAllocOptions Options, RegAllocRunnerFactory Factory)
+      : MachineFunctionPass(ID), Options(std::move(Options)),
+        Factory(std::move(Factory)) {}
+
+  StringRef getPassName() const override {
+    return "mlbridge ML Register Allocator";
+  }
+
+  void getAnalysisUsage(AnalysisUsage &AU) const override {
+    AU.setPreservesCFG();
+    AU.addRequired<AAResultsWrapperPass>();
+    AU.addPreserved<AAResultsWrapperPass>();
+    AU.addRequired<LiveIntervalsWrapperPass>();
+    AU.addPreserved<LiveIntervalsWrapperPass>();
+    AU.addPreserved<SlotIndexesWrapperPass>();
+    AU.addRequired<LiveDebugVariablesWrapperLegacy>();
+    AU.addPreserved<LiveDebugVariablesWrapperLegacy>();
+    AU.addRequired<LiveStacksWrapperLegacy>();
+    AU.addPreserved<LiveStacksWrapperLegacy>();
+    AU.addRequired<MachineBlockFrequencyInfoWrapperPass>();
+    AU.addPreserved<MachineBlockFrequencyInfoWrapperPass>();
+    AU.addRequired<MachineDominatorTreeWrapperPass>();
+    AU.addPreserved<MachineDominatorTreeWrapperPass>();
+    AU.addRequired<MachineLoopInfoWrapperPass>();
+    AU.addPreserved<MachineLoopInfoWrapperPass>();
+    AU.addRequired<VirtRegMapWrapperLegacy>();
+    AU.addPreserved<VirtRegMapWrapperLegacy>();
+    AU.addRequired<LiveRegMatrixWrapperLegacy>();
+    AU.addPreserved<LiveRegMatrixWrapperLegacy>();
+    AU.addRequired<MachineOptimizationRemarkEmitterPass>();
+    MachineFunctionPass::getAnalysisUsage(AU);
+  }
+
+  MachineFunctionProperties getRequiredProperties() const override {
+    return MachineFunctionProperties().setNoPHIs();
+  }
+  MachineFunctionProperties getClearedProperties() const override {
+    return MachineFunctionProperties().setIsSSA();
+  }
+
+  bool runOnMachineFunction(MachineFunction &MF) override {
+    LiveIntervals &LIS = getAnalysis<LiveIntervalsWrapperPass>().getLIS();
+    VirtRegMap &VRM = getAnalysis<VirtRegMapWrapperLegacy>().getVRM();
+    LiveRegMatrix &Matrix = getAnalysis<LiveRegMatrixWrapperLegacy>().getLRM();
+    MachineBlockFrequencyInfo &MBFI =
+        getAnalysis<MachineBlockFrequencyInfoWrapperPass>().getMBFI();
+    MF.getRegInfo().freezeReservedRegs();
+    RegisterClassInfo RCI;
+    RCI.runOnMachineFunction(MF);
+    VirtRegAuxInfo VRAI(
+        MF, LIS, VRM, getAnalysis<MachineLoopInfoWrapperPass>().getLI(), MBFI);
+    VRAI.calculateSpillWeightsAndHints();
+    Spiller::RequiredAnalyses Analyses{
+        LIS, getAnalysis<LiveStacksWrapperLegacy>().getLS(),
+        getAnalysis<MachineDominatorTreeWrapperPass>().getDomTree(), MBFI};
+    std::unique_ptr<Spiller> Spill(
+        createInlineSpiller(Analyses, MF, VRM, VRAI, &Matrix));
+    AllocationEnvironment Env(
+        MF, LIS, VRM, Matrix, RCI, *Spill,
+        getAnalysis<MachineOptimizationRemarkEmitterPass>().getORE());
+
+    allocate(MF, Env);
+
+    Spill->postOptimization();
+    for (MachineInstr *Dead : Env.DeadRemats) {
+      LIS.RemoveMachineInstrFromMaps(*Dead);
+      Dead->eraseFromParent();
+    }
+    return true;
+  }
+
+private:
+  void allocate(MachineFunction &MF, AllocationEnvironment &Env) {
+    LLVMContext &Ctx = MF.getFunction().getContext();
+    EpisodeOptions Bounds;
+    Bounds.RecordActions = false;
+    if (MLModelRunner *Agent = modelFor(MF)) {
+      Bounds.MaxSteps = stepBound(Env);
+      Expected<EpisodeResult> R = runEpisode(Env, {Agent, Agent}, Bounds);
+      if (R)
+        return;
+      stop(R.takeError(), Ctx, (" in '" + MF.getName() + "'").str());
+    }
+    // The built-in policy: from the start, or from where the model stopped.
+    Bounds.MaxSteps = stepBound(Env);
+    MLModelRunner *B = builtin();
+    if (!B)
+      return;
+    Expected<EpisodeResult> R = runEpisode(Env, {B, B}, Bounds);
+    if (!R)
+      Ctx.emitError("mlbridge-regalloc: the built-in policy failed in '" +
+                    MF.getName() + "': " + toString(R.takeError()));
+  }
+
+  /// Every live range is decided at most a few times (an eviction requeues
+  /// nothing; a spill adds live ranges that cannot be spilled again).
+  static size_t stepBound(const AllocationEnvironment &Env) {
+    return 1000000 + 256 * Env.nodes();
+  }
+
+  MLModelRunner *modelFor(MachineFunction &MF) {
+    if (Stopped)
+      return nullptr;
+    LLVMContext &Ctx = MF.getFunction().getContext();
+    if (!Runner) {
+      Expected<std::unique_ptr<MLModelRunner>> R =
+          Factory(regallocFeatureSpecs(), regallocAdviceSpec());
+      if (!R) {
+        stop(R.takeError(), Ctx, "",
+             "cannot create the " + Options.RunnerDescription + ": ");
+        return nullptr;
+      }
+      Runner = std::move(*R);
+    }
+    if (Error E = Runner->switchContext(MF.getName())) {
+      stop(std::move(E), Ctx, (" in '" + MF.getName() + "'").str());
+      return nullptr;
+    }
+    return Runner.get();
+  }
+
+  MLModelRunner *builtin() {
+    if (!Builtin) {
+      Expected<std::unique_ptr<CallbackModelRunner>> R =
+          CallbackModelRunner::create(regallocFeatureSpecs(),
+                                      regallocAdviceSpec(),
+                                      builtinRegAllocPolicy());
+      if (!R)
+        report_fatal_error(Twine("mlbridge-regalloc: ") +
+                           toString(R.takeError()));
+      Builtin = std::move(*R);
+    }
+    return Builtin.get();
+  }
+
+  /// Reports \p E once (error, or warning with the fallback option); the
+  /// model is not asked again.
+  void stop(Error E, LLVMContext &Ctx, const std::string &Where,
+            const std::string &CausePrefix = "") {
+    Stopped = true;
+    std::string Cause = CausePrefix + toString(std::move(E));
+    // Ends the session (the model may be gone already) and its waits.
+    Runner.reset();
+    if (Options.FallBackOnFailure)
+      Ctx.diagnose(DiagnosticInfoGeneric(
+          "mlbridge-regalloc: the model failed" + Where +
+              ", allocating with the built-in policy for the rest of the "
+              "compilation: " +
+              Cause,
+          DS_Warning));
+    else
+      Ctx.diagnose(DiagnosticInfoGeneric(
+          "mlbridge-regalloc: no allocation" + Where + ": " + Cause, DS_Error));
+  }
+
+  MLRegAllocOptions Options;
+  RegAllocRunnerFactory Factory;
+  std::unique_ptr<MLModelRunner> Runner;
+  std::unique_ptr<MLModelRunner> Builtin;
+  bool Stopped = false;
+};
+
+char MLRegAlloc::ID = 0;
+
+/// The features of one query, found by name (the policies get them in spec
+/// order, but may be handed a subset by a careless caller).
+struct Observation {
+  int64_t Agent = -1;
+  const TensorRef *NodeFeatures = nullptr;
+  const TensorRef *RegisterFeatures = nullptr;
+  const TensorRef *ActionMask = nullptr;
+
+  static Expected<Observation> read(ArrayRef<TensorRef> Features) {
+    Observation O;
+    for (const TensorRef &T : Features) {
+      if (T.name() == "agent" && T.type() == ElementType::Int64 &&
+          T.getElementCount() == 1)
+        O.Agent = T.data<int64_t>()[0];
+      else if (T.name() == "node_features" && T.type() == ElementType::Float)
+        O.NodeFeatures = &T;
+      else if (T.name() == "register_features" &&
+               T.type() == ElementType::Float)
+        O.RegisterFeatures = &T;
+      else if (T.name() == MaskName && T.type() == ElementType::Int64)
+        O.ActionMask = &T;
+    }
+    if (O.Agent < 0 || !O.NodeFeatures || !O.RegisterFeatures || !O.ActionMask)
+      return createStringError(
+          "the register allocation policy needs the features agent, "
+          "node_features, register_features and action_mask, as "
+          "regallocFeatureSpecs() gives them");
+    return O;
+  }
+};
+
+TensorValue actionValue(int64_t Index) {
+  return TensorValue::scalar<int64_t>(AdviceName, Index);
+}
+
+} // namespace
+
+std::vector<TensorSpec> regallocFeatureSpecs() {
+  return {createSpec<int64_t>("agent", {1}),
+          createSpec<std::string>("function_name", {1}),
+          createSpec<float>("node_features", {-1, NumNodeFeatures}),
+          createSpec<int64_t>("edges", {-1, 2}),
+          createSpec<float>("spill_weights", {-1}),
+          createSpec<int64_t>("node", {1}),
+          createSpec<float>("register_features", {-1, NumRegisterFeatures}),
+          createSpec<int64_t>(MaskName, {-1})};
+}
+
+TensorSpec regallocAdviceSpec() {
+  // A mask on an int64 spec is always a valid constraint.
+  return cantFail(createSpec<int64_t>(AdviceName, {1})
+                      .withConstraints(std::nullopt, MaskName));
+}
+
+CallbackModelRunner::Callback builtinRegAllocPolicy() {
+  return [](ArrayRef<TensorRef> Features) -> Expected<TensorValue> {
+    Expected<Observation> O = Observation::read(Features);
+    if (!O)
+      return O.takeError();
+    ArrayRef<int64_t> Mask = O->ActionMask->data<int64_t>();
+    std::optional<int64_t> Best;
+    float BestKey = 0;
+    if (O->Agent == static_cast<int64_t>(RegAllocAgent::Priority)) {
+      // The heaviest queued live range first (unspillable ones weigh most).
+      ArrayRef<float> Rows = O->NodeFeatures->data<float>();
+      for (size_t I = 0; I < Mask.size(); ++I) {
+        float W = Rows[I * NumNodeFeatures + NodeWeight];
+        if (Mask[I] && (!Best || W > BestKey)) {
+          Best = I;
+          BestKey = W;
+        }
+      }
+    } else {
+      // The first free register, else the cheapest eviction, else spill.
+      ArrayRef<float> Rows = O->RegisterFeatures->data<float>();
+      const size_t R = Mask.empty() ? 0 : Mask.size() - 1;
+      for (size_t I = 0; I < R && !Best; ++I)
+        if (Mask[I] && Rows[I * NumRegisterFeatures + RegFree] != 0)
+          Best = I;
+      if (!Best) {
+        for (size_t I = 0; I < R; ++I) {
+          float Cost = Rows[I * NumRegisterFeatures + RegEvictCost];
+          if (Mask[I] && (!Best || Cost < BestKey)) {
+            Best = I;
+            BestKey = Cost;
+          }
+        }
+      }
+      // LLVM's basic allocator evicts lighter live ranges before it spills
+      // this one.
+      if (!Best && !Mask.empty() && Mask.back())
+        Best = static_cast<int64_t>(R);
+    }
+    if (!Best)
+      return createStringError("no legal action (action_mask is all zero)");
+    return actionValue(*Best);
+  };
+}
+
+CallbackModelRunner::Callback randomRegAllocPolicy(uint64_t Seed) {
+  auto Engine = std::make_shared<std::mt19937_64>(Seed);
+  return [Engine](ArrayRef<TensorRef> Features) -> Expected<TensorValue> {
+    Expected<Observation> O = Observation::read(Features);
+    if (!O)
+      return O.takeError();
+    ArrayRef<int64_t> Mask = O->ActionMask->data<int64_t>();
+    SmallVector<int64_t, 64> Legal;
+    for (size_t I = 0; I < Mask.size(); ++I)
+      if (Mask[I])
+        Legal.push_back(static_cast<int64_t>(I));
+    if (Legal.empty())
+      return createStringError("no legal action (action_mask is all zero)");
+    std::uniform_int_distribution<size_t> Pick(0, Legal.size() - 1);
+    return actionValue(Legal[Pick(*Engine)]);
+  };
+}
+
+FunctionPass *createMLRegAlloc(MLRegAllocOptions Options,
+                               RegAllocRunnerFactory Factory) {
+  // The legacy pass manager owns its passes (and deletes them).
+  return std::make_unique<MLRegAlloc>(std::move(Options), std::move(Factory))
+      .release();
+}
+
+} // namespace mlbridge::passes

@@ -1,0 +1,134 @@
+//===- MLRegAlloc.h - RL4ReAl-style ML register allocator -------*- C++ -*-===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// A register allocator for llc-22 (`-regalloc=mlbridge`, docs/regalloc.md)
+/// whose decisions are made by agents behind an mlbridge::MLModelRunner, in
+/// the shape of RL4ReAl (CC 2023): an episode over the function's
+/// interference graph in which
+///
+///   - the priority agent picks the next live range to allocate, among the
+///     queued ones;
+///   - the coloring agent picks, for that live range, a physical register
+///     among the legal ones (free, or held only by live ranges it may evict,
+///     which are then spilled), or spilling it.
+///
+/// The agent that acts next depends on the previous outcome (after a
+/// priority decision the coloring agent acts, after a coloring decision the
+/// priority agent). Splitting (RL4ReAl's third agent) is not part of this
+/// allocator yet: LLVM's SplitKit is not in the installed headers.
+///
+/// Every query carries the whole current graph, one model interface for every
+/// agent (the feature `agent` says which acts; one runner, one model):
+///
+///   agent              int64 [1]      0 priority, 1 coloring
+///   function_name      string [1]
+///   node_features      float [N, 11]  one row per live range (NodeFeature)
+///   edges              int64 [E, 2]   interfering live ranges (node indices)
+///   spill_weights      float [N]      LLVM's spill weights (capped at
+///                                     UnspillableWeight: JSON has no inf)
+///   node               int64 [1]      the live range being colored, or -1
+///   register_features  float [R, 5]   coloring: one row per candidate
+///                                     register (RegisterFeature); else R = 0
+///   action_mask        int64 [A]      1 where the action is legal
+///   advice: regalloc_action  int64 [1], an index of a nonzero action_mask
+///                            element
+///
+/// Priority: A = N, action i allocates node i next. Coloring: A = R + 1,
+/// action r < R assigns candidate register r, action R spills the live range.
+/// Legality stays here: the mask is computed by the allocator and an advice
+/// outside it is an error (the runtime's advice constraints), never applied.
+///
+//===----------------------------------------------------------------------===//
+#ifndef MLBRIDGE_PASSES_REGALLOC_MLREGALLOC_H
+#define MLBRIDGE_PASSES_REGALLOC_MLREGALLOC_H
+
+#include "mlbridge/MLModelRunner.h"
+#include "mlbridge/TensorSpec.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llvm {
+class FunctionPass;
+} // namespace llvm
+
+namespace mlbridge::passes {
+
+/// Which agent acts (the feature `agent`).
+enum class RegAllocAgent : int64_t { Priority = 0, Coloring = 1 };
+
+/// The columns of `node_features`.
+enum NodeFeature : unsigned {
+  NodeWeight,       ///< spill weight, capped at UnspillableWeight
+  NodeSpillable,    ///< 1 if the live range may be spilled
+  NodeLogSize,      ///< log2(1 + slot-index length)
+  NodeSegments,     ///< live segments
+  NodeInstructions, ///< instructions reading or writing it
+  NodeQueued,       ///< 1 while waiting for a register
+  NodeAssigned,     ///< 1 once it has one
+  NodeSpilled,      ///< 1 once spilled (or evicted and spilled)
+  NodeDegree,       ///< interfering live ranges
+  NodeClassSize,    ///< allocatable registers of its class
+  NodeHasHint,      ///< 1 if a copy hints a register
+  NumNodeFeatures
+};
+
+/// The columns of `register_features`.
+enum RegisterFeature : unsigned {
+  RegFree,        ///< 1 if no live range holds it where this one lives
+  RegHinted,      ///< 1 if a copy hints it
+  RegEvictCost,   ///< spill weight evicted by taking it (0 if free)
+  RegFirstCSRUse, ///< 1 if taking it is the first use of a callee-saved one
+  RegOrder,       ///< position in the allocation order, in [0, 1)
+  NumRegisterFeatures
+};
+
+/// `node_features`' weight of an unspillable live range (its LLVM weight is
+/// infinite, which JSON cannot carry).
+constexpr float UnspillableWeight = 1e6f;
+
+/// The feature specs of the interface above, in order.
+std::vector<TensorSpec> regallocFeatureSpecs();
+/// The advice spec: `regalloc_action`, int64 [1], masked by `action_mask`.
+TensorSpec regallocAdviceSpec();
+
+/// The built-in policy (the default runner, and the fallback): LLVM's basic
+/// allocator's choices in this interface. Priority: the largest spill
+/// weight; coloring: the first free candidate, else the one evicting the
+/// least weight, else spill.
+CallbackModelRunner::Callback builtinRegAllocPolicy();
+/// A uniformly random legal action, seeded: a policy that knows nothing, for
+/// showing that legality never depends on the model.
+CallbackModelRunner::Callback randomRegAllocPolicy(uint64_t Seed);
+
+/// Builds the runner for the given feature specs and advice spec.
+using RegAllocRunnerFactory =
+    std::function<llvm::Expected<std::unique_ptr<MLModelRunner>>(
+        std::vector<TensorSpec> Features, TensorSpec Advice)>;
+
+struct MLRegAllocOptions {
+  /// On a model failure: warn once and finish with the built-in policy
+  /// (true), or report an error (false; the allocation is still finished
+  /// with the built-in policy so that llc ends cleanly).
+  bool FallBackOnFailure = false;
+  /// Names the runner in error messages ("pipe runner over /tmp/x").
+  std::string RunnerDescription = "model runner";
+};
+
+/// The allocator pass (legacy pass manager, which takes ownership).
+llvm::FunctionPass *createMLRegAlloc(MLRegAllocOptions Options,
+                                     RegAllocRunnerFactory Factory);
+
+} // namespace mlbridge::passes
+
+#endif // MLBRIDGE_PASSES_REGALLOC_MLREGALLOC_H

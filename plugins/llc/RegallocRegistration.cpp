@@ -1,0 +1,93 @@
+//===- RegallocRegistration.cpp - The ML register allocator in llc --------===//
+//
+// Part of mlbridge, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The llc plugin's ML register allocator (docs/regalloc.md): registered with
+/// LLVM's register allocator registry as `mlbridge`, so that
+/// `llc-22 -load-pass-plugin=... -regalloc=mlbridge` selects it, and its
+/// options (-mlbridge-regalloc-*).
+///
+//===----------------------------------------------------------------------===//
+#include "passes/regalloc/MLRegAlloc.h"
+#include "plugins/common/RunnerCommandLine.h"
+#include "plugins/llc/Registration.h"
+
+#include "llvm/CodeGen/RegAllocRegistry.h"
+#include "llvm/Pass.h"
+#include "llvm/Support/CommandLine.h"
+
+using namespace llvm;
+
+// The registry is a static data member of a class template, defined in the
+// header: left alone, the plugin would instantiate a copy of its own (local
+// to the plugin, whose exports are its entry point only), which llc's
+// `-regalloc` parser never sees. Declared here as instantiated elsewhere, it
+// is libLLVM's, which llc's parser listens to.
+extern template MachinePassRegistry<RegisterRegAlloc::FunctionPassCtor>
+    RegisterRegAllocBase<RegisterRegAlloc>::Registry;
+
+namespace {
+
+cl::OptionCategory &Category = mlbridge::plugins::llcPluginCategory();
+
+// -mlbridge-regalloc-runner, -mlbridge-regalloc-channel,
+// -mlbridge-regalloc-address, -mlbridge-regalloc-model,
+// -mlbridge-regalloc-serdes, -mlbridge-regalloc-timeout-ms,
+// -mlbridge-regalloc-on-model-failure.
+mlbridge::plugins::RunnerCommandLine RegAllocRunnerOpts(
+    "mlbridge-regalloc-", Category,
+    {"The model runner the ML register allocator (-regalloc=mlbridge) asks "
+     "for every decision of its priority and coloring agents (features and "
+     "advice in docs/regalloc.md)",
+     "the built-in policy in-process (-mlbridge-regalloc-policy; default)",
+     "one warning naming the cause, then the built-in policy for the rest "
+     "of the compilation"},
+    "regalloc");
+
+enum class BuiltinPolicy { Basic, Random };
+
+cl::opt<BuiltinPolicy> PolicyOpt(
+    "mlbridge-regalloc-policy",
+    cl::desc("The in-process policy of the ML register allocator's callback "
+             "runner (the default runner)"),
+    cl::values(clEnumValN(BuiltinPolicy::Basic, "basic",
+                          "LLVM's basic allocator's choices: heaviest live "
+                          "range first, first free register, else the "
+                          "cheapest eviction, else spill (default)"),
+               clEnumValN(BuiltinPolicy::Random, "random",
+                          "a uniformly random legal action "
+                          "(-mlbridge-regalloc-seed)")),
+    cl::init(BuiltinPolicy::Basic), cl::cat(Category));
+
+cl::opt<uint64_t>
+    SeedOpt("mlbridge-regalloc-seed",
+            cl::desc("The seed of -mlbridge-regalloc-policy=random"),
+            cl::init(0), cl::cat(Category));
+
+FunctionPass *createFromOptions() {
+  using namespace mlbridge;
+  RunnerConfig Config = RegAllocRunnerOpts.config();
+  passes::MLRegAllocOptions Options;
+  Options.FallBackOnFailure = Config.OnFailure == ModelFailurePolicy::Fallback;
+  Options.RunnerDescription = describeRunner(Config);
+  CallbackModelRunner::Callback Policy =
+      PolicyOpt == BuiltinPolicy::Random ? passes::randomRegAllocPolicy(SeedOpt)
+                                         : passes::builtinRegAllocPolicy();
+  auto Factory = [Config, Policy](std::vector<TensorSpec> Features,
+                                  TensorSpec Advice) {
+    return createModelRunner(Config, std::move(Features), std::move(Advice),
+                             Policy);
+  };
+  return passes::createMLRegAlloc(std::move(Options), std::move(Factory));
+}
+
+RegisterRegAlloc MLBridgeRegAlloc("mlbridge",
+                                  "mlbridge's ML register allocator: "
+                                  "priority and coloring agents behind a "
+                                  "model runner (docs/regalloc.md)",
+                                  createFromOptions);
+
+} // namespace
