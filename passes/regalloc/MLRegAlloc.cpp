@@ -375,15 +375,15 @@ private:
 
   /// The coloring agent chose action \p R for the current node.
   void color(unsigned R) {
-    Node &N = Nodes[Current];
-    const LiveInterval &LI = LIS.getInterval(N.Reg);
+    // Spills add nodes (Nodes may reallocate): no Node& is kept across one.
+    const Register Reg = Nodes[Current].Reg;
     if (R == Candidates.size()) {
       remark("Spill", [&](raw_ostream &OS) {
-        OS << "coloring agent: node " << Current << " ("
-           << printReg(N.Reg, &TRI) << ") spilled";
+        OS << "coloring agent: node " << Current << " (" << printReg(Reg, &TRI)
+           << ") spilled";
       });
-      setStatus(N, NodeStatus::Spilled);
-      spill(LI);
+      setStatus(Nodes[Current], NodeStatus::Spilled);
+      spill(LIS.getInterval(Reg));
       return;
     }
     const Candidate &C = Candidates[R];
@@ -402,18 +402,18 @@ private:
     }
     // Spilling can shrink or empty this live range too; assign only what is
     // still there and free.
-    if (N.Status != NodeStatus::Queued || MRI.reg_nodbg_empty(N.Reg))
+    if (Nodes[Current].Status != NodeStatus::Queued || MRI.reg_nodbg_empty(Reg))
       return;
-    const LiveInterval &Now = LIS.getInterval(N.Reg);
+    const LiveInterval &Now = LIS.getInterval(Reg);
     Matrix.invalidateVirtRegs();
     if (Matrix.checkInterference(Now, C.Phys) != LiveRegMatrix::IK_Free)
       return; // stays queued: the priority agent sees it again
     remark("Assign", [&](raw_ostream &OS) {
-      OS << "coloring agent: node " << Current << " (" << printReg(N.Reg, &TRI)
+      OS << "coloring agent: node " << Current << " (" << printReg(Reg, &TRI)
          << ") assigned " << printReg(C.Phys, &TRI);
     });
     Matrix.assign(Now, C.Phys);
-    setStatus(N, NodeStatus::Assigned);
+    setStatus(Nodes[Current], NodeStatus::Assigned);
   }
 
   void spill(const LiveInterval &LI) {

@@ -1,0 +1,39 @@
+"""The ML register allocator of ``llc-22`` (``-regalloc=mlbridge``): its model side.
+
+* :mod:`mlbridge.regalloc.interface`: the features and advice the allocator's agents see
+  and answer (priority and coloring agents over the interference graph);
+* :mod:`mlbridge.regalloc.policy`: policies that need no training (the built-in basic
+  policy, decision for decision, and a seeded random one), for any model side;
+* :mod:`mlbridge.regalloc.programs`: corpus programs built with an allocator, run and
+  compared (the correctness check).
+
+See docs/regalloc.md.
+"""
+
+from __future__ import annotations
+
+from mlbridge.regalloc.interface import (
+    ADVICE,
+    MASK,
+    NODE_FEATURES,
+    REGISTER_FEATURES,
+    UNSPILLABLE_WEIGHT,
+    Agent,
+    advice_spec,
+    feature_specs,
+)
+from mlbridge.regalloc.policy import RandomPolicy, basic_policy, legal_actions
+
+__all__ = [
+    "ADVICE",
+    "MASK",
+    "NODE_FEATURES",
+    "REGISTER_FEATURES",
+    "UNSPILLABLE_WEIGHT",
+    "Agent",
+    "RandomPolicy",
+    "advice_spec",
+    "basic_policy",
+    "feature_specs",
+    "legal_actions",
+]

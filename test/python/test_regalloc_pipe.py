@@ -1,0 +1,77 @@
+"""The ML register allocator over a pipe: a Python policy decides every allocation.
+
+``mlbridge.regalloc.basic_policy`` answering over each serialization gives the object the
+allocator's in-process built-in policy gives, byte for byte; a policy that answers an
+illegal action is refused on the model side before anything is sent, naming the mask.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import built_plugin
+
+from mlbridge.compiler.pipe import drive_compiler
+from mlbridge.errors import AdviceConstraintError
+from mlbridge.regalloc import Agent, advice_spec, basic_policy, feature_specs
+from mlbridge.regalloc.interface import MASK
+
+PRESSURE = Path(__file__).resolve().parents[1] / "lit" / "Inputs" / "regalloc-pressure.c"
+
+
+@pytest.fixture(scope="module")
+def pressure_ll(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("regalloc-pipe") / "pressure.ll"
+    subprocess.run(
+        ["clang-22", "-O2", "-S", "-emit-llvm", str(PRESSURE), "-o", str(out)], check=True
+    )
+    return out
+
+
+def _llc(module: Path, out: Path, *options: str) -> list[str]:
+    return [
+        "llc-22", "-O2", "-filetype=obj", f"-load-pass-plugin={built_plugin('llc')}",
+        "-regalloc=mlbridge", "-verify-machineinstrs", *options, str(module), "-o", str(out),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("serdes", ["json", "bitstream", "protobuf"])
+def test_python_basic_policy_gives_the_builtin_policys_object(
+    serdes: str, pressure_ll: Path, tmp_path: Path
+) -> None:
+    subprocess.run(_llc(pressure_ll, tmp_path / "builtin.o"), check=True)
+    seen: list[int] = []
+
+    def policy(obs: dict[str, np.ndarray]) -> np.ndarray:
+        seen.append(int(obs["agent"][0]))
+        return basic_policy(obs)
+
+    result = drive_compiler(
+        _llc(pressure_ll, tmp_path / "pipe.o", "-mlbridge-regalloc-runner=pipe",
+             "-mlbridge-regalloc-channel={base}", f"-mlbridge-regalloc-serdes={serdes}"),
+        policy, serdes=serdes, timeout=60, require_end=True,
+    )  # fmt: skip
+    assert result.returncode == 0
+    assert (tmp_path / "pipe.o").read_bytes() == (tmp_path / "builtin.o").read_bytes()
+    # Both agents acted, each priority decision followed by a coloring one.
+    assert seen[0] == Agent.PRIORITY and Agent.COLORING in seen
+    assert result.header is not None
+    assert [s.name for s in result.header.features] == [s.name for s in feature_specs()]
+    assert result.header.advice.name == advice_spec().name
+
+
+def test_illegal_action_is_refused_on_the_model_side_naming_the_mask(
+    pressure_ll: Path, tmp_path: Path
+) -> None:
+    def policy(obs: dict[str, np.ndarray]) -> np.ndarray:
+        return np.array([len(obs[MASK])], np.int64)  # one past the last action
+
+    with pytest.raises(AdviceConstraintError, match=MASK):
+        drive_compiler(
+            _llc(pressure_ll, tmp_path / "out.o", "-mlbridge-regalloc-runner=pipe",
+                 "-mlbridge-regalloc-channel={base}", "-mlbridge-regalloc-serdes=json"),
+            policy, serdes="json", timeout=60,
+        )  # fmt: skip
