@@ -73,6 +73,14 @@ TASKS: tuple[Task, ...] = (
         "docs/regalloc.md",
     ),
     Task(
+        "regalloc",
+        "register allocation (ML register allocator, -regalloc=mlbridge)",
+        "llc",
+        "-mlbridge-regalloc-model",
+        "regalloc_action",
+        "docs/regalloc.md",
+    ),
+    Task(
         "mlir-loop-unroll",
         "loop unroll factors (mlbridge-loop-unroll)",
         "mlir-opt",

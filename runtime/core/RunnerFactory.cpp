@@ -54,6 +54,7 @@ std::string taskModelOption(StringRef Task) {
       {"inliner", "-mlbridge-inline-model", "opt"},
       {"phase-order", "-mlbridge-phase-order-model", "opt"},
       {"regalloc-priority", "-mlbridge-regalloc-priority-model", "llc"},
+      {"regalloc", "-mlbridge-regalloc-model", "llc"},
       {"mlir-loop-unroll", "mlbridge-loop-unroll{model=...}", "mlir-opt"},
   };
   for (const auto &T : TaskOptions)

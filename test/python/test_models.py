@@ -462,6 +462,7 @@ def test_the_task_is_told_from_the_advice_name(registry_dir: Path, tmp_path: Pat
         ("inlining_decision", "inliner"),
         ("action", "phase-order"),
         ("priority", "regalloc-priority"),
+        ("regalloc_action", "regalloc"),
         ("unroll_factor", "mlir-loop-unroll"),
         ("y", None),
     ):

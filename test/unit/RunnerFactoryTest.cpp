@@ -162,6 +162,7 @@ TEST(RunnerFactoryTest, UnknownRunnerWithoutALoaderIsNamed) {
 
 TEST(RunnerFactoryTest, TaskModelOptionNamesTheToolThatTakesTheModel) {
   EXPECT_EQ(taskModelOption("inliner"), "-mlbridge-inline-model (opt)");
+  EXPECT_EQ(taskModelOption("regalloc"), "-mlbridge-regalloc-model (llc)");
   EXPECT_EQ(taskModelOption("no-such-task"), "");
 }
 
