@@ -104,8 +104,27 @@ def make_policy(name: str, log: TextIO | None) -> Any:
         note(obs, f"candidates={len(allowed)}", advice)
         return advice
 
+    def regalloc_spill_first(obs: Observation) -> np.ndarray:
+        # The ML register allocator: the first queued live range; spill it when it can
+        # be spilled (the last action), else the first legal register.
+        mask = obs["action_mask"].reshape(-1)
+        agent = int(obs["agent"][0])
+        legal = [i for i in range(mask.size) if mask[i]]
+        advice = legal[-1] if agent == 1 else legal[0]
+        note(obs, f"agent={agent} actions={mask.size}", advice)
+        return np.array([advice], np.int64)
+
+    def regalloc_basic(obs: Observation) -> np.ndarray:
+        from mlbridge.regalloc import basic_policy
+
+        advice = basic_policy(obs)
+        note(obs, f"agent={int(obs['agent'][0])} actions={obs['action_mask'].size}", advice[0])
+        return advice
+
     return {
         "blocks-mod": blocks_mod,
+        "regalloc-basic": regalloc_basic,
+        "regalloc-spill-first": regalloc_spill_first,
         "evict-first": evict_first,
         "inline-small": inline_small,
         "inline-all": inline_all,
@@ -160,7 +179,7 @@ def main(argv: list[str]) -> int:
             "inline-small", "inline-all", "inline-default", "inline-small-all-features",
             "inline-none",
             "priority-weight", "priority-constant", "evict-first", "blocks-mod",
-            "priority-default", "priority-reverse",
+            "priority-default", "priority-reverse", "regalloc-basic", "regalloc-spill-first",
         ],
     )  # fmt: skip
     parser.add_argument("--log", type=Path)

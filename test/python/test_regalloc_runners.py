@@ -1,8 +1,9 @@
-"""The ML register allocator over a pipe: a Python policy decides every allocation.
+"""The ML register allocator with its model in another process: pipes and gRPC.
 
-``mlbridge.regalloc.basic_policy`` answering over each serialization gives the object the
-allocator's in-process built-in policy gives, byte for byte; a policy that answers an
-illegal action is refused on the model side before anything is sent, naming the mask.
+``mlbridge.regalloc.basic_policy`` answering over each pipe serialization, and as a gRPC
+model server, gives the object the allocator's in-process built-in policy gives, byte for
+byte; a policy that answers an illegal action is refused on the model side before anything
+is sent, naming the mask.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 from conftest import built_plugin
 
+from mlbridge.compiler.grpc import serve
 from mlbridge.compiler.pipe import drive_compiler
 from mlbridge.errors import AdviceConstraintError
 from mlbridge.regalloc import Agent, advice_spec, basic_policy, feature_specs
@@ -75,3 +77,17 @@ def test_illegal_action_is_refused_on_the_model_side_naming_the_mask(
                  "-mlbridge-regalloc-channel={base}", "-mlbridge-regalloc-serdes=json"),
             policy, serdes="json", timeout=60,
         )  # fmt: skip
+
+
+def test_python_basic_policy_as_a_grpc_model_server_gives_the_builtin_policys_object(
+    pressure_ll: Path, tmp_path: Path
+) -> None:
+    subprocess.run(_llc(pressure_ll, tmp_path / "builtin.o"), check=True)
+    with serve(basic_policy, "127.0.0.1:0") as server:
+        run = subprocess.run(
+            _llc(pressure_ll, tmp_path / "grpc.o", "-mlbridge-regalloc-runner=grpc",
+                 f"-mlbridge-regalloc-address={server.address}"),
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    assert (tmp_path / "grpc.o").read_bytes() == (tmp_path / "builtin.o").read_bytes()
