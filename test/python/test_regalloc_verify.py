@@ -1,0 +1,58 @@
+"""The machine verifier accepts every function of the corpus allocated by the ML allocator.
+
+Every module of every corpus project, after ``opt-22 -O2``, through ``llc-22 -O2
+-regalloc=mlbridge -verify-machineinstrs`` with a random policy (legality never depends on
+the model) and with the built-in basic policy.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import built_plugin
+
+from mlbridge.corpus import load_manifest
+from mlbridge.corpus.fetch import default_corpus_dir
+from mlbridge.regalloc.programs import mlbridge_allocator
+
+
+@pytest.fixture(scope="module")
+def optimized(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    out = tmp_path_factory.mktemp("regalloc-verify")
+    modules = list(load_manifest(default_corpus_dir()).ok_modules())
+
+    def one(index: int) -> Path:
+        path = out / f"{index:04d}.bc"
+        cmd = ["opt-22", "-O2", str(modules[index].bitcode_path), "-o", str(path)]
+        subprocess.run(cmd, check=True, timeout=300)
+        return path
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return list(pool.map(one, range(len(modules))))
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [("-mlbridge-regalloc-policy=random", "-mlbridge-regalloc-seed=11"), ()],
+    ids=["random", "basic"],
+)
+def test_every_corpus_function_passes_the_machine_verifier(
+    policy: tuple[str, ...], optimized: list[Path]
+) -> None:
+    options = mlbridge_allocator(built_plugin("llc"), *policy)
+
+    def one(module: Path) -> str | None:
+        run = subprocess.run(
+            ["llc-22", "-O2", "-filetype=obj", *options, str(module), "-o", os.devnull],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        return None if run.returncode == 0 and not run.stderr else f"{module}: {run.stderr}"
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        failures = [f for f in pool.map(one, optimized) if f]
+    assert len(optimized) > 300
+    assert not failures, "\n".join(failures[:5])
