@@ -9,11 +9,13 @@ problem             task                    package
 inliner             ``inliner``             :mod:`mlbridge.inliner`
 phase-order         ``phase-order``         :mod:`mlbridge.phase_order`
 mlir-loop-unroll    ``mlir-loop-unroll``    :mod:`mlbridge.loop_unroll`
+regalloc            ``regalloc``            :mod:`mlbridge.regalloc`
 ==================  ======================  ========================================
 
-The MLIR loop unroll has no trainer and no built-in model yet, so no ``mlbridge train``
-subcommand. The register-allocation priority (task ``regalloc-priority``) has no Python
-code of its own (any model side answers it: docs/regalloc.md), so no package and no entry.
+The MLIR loop unroll and the ML register allocator have no trainer and no built-in model
+yet, so no ``mlbridge train`` subcommand. The register-allocation priority (task
+``regalloc-priority``) has no Python code of its own (any model side answers it:
+docs/regalloc.md), so no package and no entry.
 This module sits above the problems, beside the command line: the generic layers
 (registry, SerDes, compiler interfaces, ...) never import it.
 """
@@ -97,6 +99,7 @@ PROBLEMS: tuple[Problem, ...] = (
         "phase-order", "phase-order", _phase_order_parser, _phase_order_run, _phase_order_models
     ),
     Problem("mlir-loop-unroll", "mlir-loop-unroll", None, None, _no_models),
+    Problem("regalloc", "regalloc", None, None, _no_models),
 )
 
 

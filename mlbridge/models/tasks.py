@@ -78,7 +78,7 @@ TASKS: tuple[Task, ...] = (
         "llc",
         "-mlbridge-regalloc-model",
         "regalloc_action",
-        "docs/regalloc.md",
+        "docs/ml-regalloc.md",
     ),
     Task(
         "mlir-loop-unroll",

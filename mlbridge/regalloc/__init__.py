@@ -7,7 +7,7 @@
 * :mod:`mlbridge.regalloc.programs`: corpus programs built with an allocator, run and
   compared (the correctness check).
 
-See docs/regalloc.md.
+See docs/ml-regalloc.md.
 """
 
 from __future__ import annotations

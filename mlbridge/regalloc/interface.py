@@ -1,7 +1,7 @@
 """The ML register allocator's model interface, as ``passes/regalloc/MLRegAlloc.h`` defines it.
 
 ``llc-22 -load-pass-plugin=... -regalloc=mlbridge`` allocates registers in an episode over
-each function's interference graph (RL4ReAl's shape, docs/regalloc.md): the *priority*
+each function's interference graph (RL4ReAl's shape, docs/ml-regalloc.md): the *priority*
 agent picks the next live range among the queued ones, the *coloring* agent picks a
 register for it among the legal ones, or spilling it. Every query carries the whole current
 graph, and one interface serves both agents (the feature ``agent`` says which acts):

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// A register allocator for llc-22 (`-regalloc=mlbridge`, docs/regalloc.md)
+/// A register allocator for llc-22 (`-regalloc=mlbridge`, docs/ml-regalloc.md)
 /// whose decisions are made by agents behind an mlbridge::MLModelRunner, in
 /// the shape of RL4ReAl (CC 2023): an episode over the function's
 /// interference graph in which

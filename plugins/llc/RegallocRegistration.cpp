@@ -5,10 +5,10 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// The llc plugin's ML register allocator (docs/regalloc.md): registered with
-/// LLVM's register allocator registry as `mlbridge`, so that
-/// `llc-22 -load-pass-plugin=... -regalloc=mlbridge` selects it, and its
-/// options (-mlbridge-regalloc-*).
+/// The llc plugin's ML register allocator (docs/ml-regalloc.md): registered
+/// with LLVM's register allocator registry as `mlbridge`, so that `llc-22
+/// -load-pass-plugin=... -regalloc=mlbridge` selects it, and its options
+/// (-mlbridge-regalloc-*).
 ///
 //===----------------------------------------------------------------------===//
 #include "passes/regalloc/MLRegAlloc.h"
@@ -41,7 +41,7 @@ mlbridge::plugins::RunnerCommandLine RegAllocRunnerOpts(
     "mlbridge-regalloc-", Category,
     {"The model runner the ML register allocator (-regalloc=mlbridge) asks "
      "for every decision of its priority and coloring agents (features and "
-     "advice in docs/regalloc.md)",
+     "advice in docs/ml-regalloc.md)",
      "the built-in policy in-process (-mlbridge-regalloc-policy; default)",
      "one warning naming the cause, then the built-in policy for the rest "
      "of the compilation"},
@@ -87,7 +87,7 @@ FunctionPass *createFromOptions() {
 RegisterRegAlloc MLBridgeRegAlloc("mlbridge",
                                   "mlbridge's ML register allocator: "
                                   "priority and coloring agents behind a "
-                                  "model runner (docs/regalloc.md)",
+                                  "model runner (docs/ml-regalloc.md)",
                                   createFromOptions);
 
 } // namespace
