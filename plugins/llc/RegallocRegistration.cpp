@@ -11,12 +11,16 @@
 /// (-mlbridge-regalloc-*).
 ///
 //===----------------------------------------------------------------------===//
+#include "passes/regalloc/AllocationCost.h"
 #include "passes/regalloc/MLRegAlloc.h"
 #include "plugins/common/RunnerCommandLine.h"
 #include "plugins/llc/Registration.h"
 
+#include "llvm/CodeGen/MachineFunctionPass.h"
 #include "llvm/CodeGen/RegAllocRegistry.h"
 #include "llvm/Pass.h"
+#include "llvm/PassInfo.h"
+#include "llvm/PassRegistry.h"
 #include "llvm/Support/CommandLine.h"
 
 using namespace llvm;
@@ -89,5 +93,20 @@ RegisterRegAlloc MLBridgeRegAlloc("mlbridge",
                                   "priority and coloring agents behind a "
                                   "model runner (docs/ml-regalloc.md)",
                                   createFromOptions);
+
+// The cost measure (docs/ml-regalloc.md), for any allocator's result:
+// `llc -run-pass=mlbridge-regalloc-cost` on MIR stopped after the rewriter.
+Pass *createCostPass() { return mlbridge::passes::createAllocationCostPass(); }
+struct CostPassRegistration {
+  PassInfo Info{"mlbridge register allocation cost",
+                "mlbridge-regalloc-cost",
+                mlbridge::passes::allocationCostPassID(),
+                createCostPass,
+                /*isCFGOnly=*/false,
+                /*is_analysis=*/false};
+  CostPassRegistration() {
+    PassRegistry::getPassRegistry()->registerPass(Info);
+  }
+} CostPass;
 
 } // namespace
