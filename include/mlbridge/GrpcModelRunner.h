@@ -193,6 +193,8 @@ public:
   const std::string &address() const;
   /// Sets the context sent with the following observations.
   void setContext(llvm::StringRef Name);
+  /// As setContext(): what passes call, not knowing the runner. Never fails.
+  llvm::Error switchContext(llvm::StringRef Name) override;
   /// Ends the episode: Observe returns done from now on. Waits at most
   /// Options.EndTimeout for the trainer to see it, then stops the server.
   /// Idempotent; evaluate() fails afterwards. Never fails (the

@@ -44,6 +44,9 @@ enum class RunnerKind {
   Pipe,
   /// A model server reached over gRPC (GrpcModelRunner, ModelService).
   Grpc,
+  /// Training over gRPC: the compiler serves CompilerService and a trainer
+  /// drives it (GrpcCompilerServer); one process is one episode.
+  GrpcServer,
   /// An ONNX model in-process (OnnxModelRunner).
   Onnx,
   /// A TensorFlow AOT-compiled or native (mlbridge compile) model loaded
@@ -51,8 +54,9 @@ enum class RunnerKind {
   TFAOT,
 };
 
-/// The name of \p Kind, as options spell it: callback, pipe, grpc, onnx,
-/// tfaot. It is also the name the runner is registered under.
+/// The name of \p Kind, as options spell it: callback, pipe, grpc,
+/// grpc-server, onnx, tfaot. It is also the name the runner is registered
+/// under.
 llvm::StringRef runnerKindName(RunnerKind Kind);
 /// The inverse of runnerKindName().
 std::optional<RunnerKind> parseRunnerKind(llvm::StringRef Name);
@@ -77,8 +81,12 @@ struct RunnerConfig {
   /// Pipe: whether the runner creates the FIFOs (in a private folder it
   /// checks) rather than wait for the model side to create them.
   bool CreateChannel = false;
-  /// gRPC: the model server, `host:port`.
+  /// gRPC: the model server, `host:port`; grpc-server: where to listen
+  /// (empty: 127.0.0.1 on a free port, which needs ReadyFile).
   std::string Address;
+  /// grpc-server: the file the bound address is written to once the server
+  /// listens (GrpcCompilerServerOptions::ReadyFile), for the trainer.
+  std::string ReadyFile;
   /// ONNX, TF AOT: a registered model's name or a model file's path
   /// (mlbridge::findModel, docs/models.md).
   std::string Model;

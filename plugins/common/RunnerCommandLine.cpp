@@ -20,6 +20,7 @@ RunnerCommandLine::RunnerCommandLine(StringRef Prefix, cl::OptionCategory &Cat,
       SerDesName((Prefix + "serdes").str()),
       TimeoutName((Prefix + "timeout-ms").str()),
       FailureName((Prefix + "on-model-failure").str()),
+      ReadyFileName((Prefix + "ready-file").str()),
       Runner(StringRef(RunnerName), cl::desc(Help.Runner),
              cl::values(
                  clEnumValN(RunnerKind::Callback, "callback", Help.Callback),
@@ -29,6 +30,10 @@ RunnerCommandLine::RunnerCommandLine(StringRef Prefix, cl::OptionCategory &Cat,
                  clEnumValN(RunnerKind::Grpc, "grpc",
                             "a model server over gRPC at the address "
                             "given (GrpcModelRunner)"),
+                 clEnumValN(RunnerKind::GrpcServer, "grpc-server",
+                            "training over gRPC: the compiler serves "
+                            "CompilerService and a trainer drives it "
+                            "(GrpcCompilerServer)"),
                  clEnumValN(RunnerKind::Onnx, "onnx",
                             "an ONNX model in-process (OnnxModelRunner)"),
                  clEnumValN(RunnerKind::TFAOT, "tfaot",
@@ -42,8 +47,15 @@ RunnerCommandLine::RunnerCommandLine(StringRef Prefix, cl::OptionCategory &Cat,
               cl::value_desc("base"), cl::cat(Cat)),
       Address(StringRef(AddressName),
               cl::desc("gRPC runner: the model server's address (e.g. "
-                       "'mlbridge serve POLICY --address 127.0.0.1:50051')"),
+                       "'mlbridge serve POLICY --address 127.0.0.1:50051'); "
+                       "grpc-server runner: where to listen (default "
+                       "127.0.0.1 on a free port)"),
               cl::value_desc("host:port"), cl::cat(Cat)),
+      ReadyFile(StringRef(ReadyFileName),
+                cl::desc("grpc-server runner: write the address it listens "
+                         "on to this file once listening (for the trainer; "
+                         "needed with a free port, the default)"),
+                cl::value_desc("path"), cl::cat(Cat)),
       Model(StringRef(ModelName),
             cl::desc("ONNX and TF AOT runners: a model registered with "
                      "'mlbridge models register', or a model file's path "
@@ -81,6 +93,7 @@ RunnerConfig RunnerCommandLine::config() const {
   C.Model = Model;
   C.Channel = Channel;
   C.Address = Address;
+  C.ReadyFile = ReadyFile;
   C.SerDes = SerDes;
   C.SerDesGiven = SerDes.getNumOccurrences() > 0;
   C.Timeout = std::chrono::milliseconds(TimeoutMs);

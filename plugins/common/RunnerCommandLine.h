@@ -33,10 +33,11 @@ struct RunnerOptionHelp {
 };
 
 /// The runner options of one plugin, all named `-<Prefix><name>`:
-/// `runner`, `channel`, `address`, `model`, `serdes`, `timeout-ms`,
-/// `on-model-failure`. A plugin keeps one instance per pass family with
-/// static lifetime (cl::opt registration); the opt plugin has `-mlbridge-`
-/// (mlbridge-function-features) and `-mlbridge-inline-` (the inline advisor).
+/// `runner`, `channel`, `address`, `ready-file`, `model`, `serdes`,
+/// `timeout-ms`, `on-model-failure`. A plugin keeps one instance per pass
+/// family with static lifetime (cl::opt registration); the opt plugin has
+/// `-mlbridge-` (mlbridge-function-features) and `-mlbridge-inline-` (the
+/// inline advisor).
 class RunnerCommandLine {
 public:
   /// \p Task is the task of the pass family these options configure
@@ -58,10 +59,11 @@ public:
 private:
   // The names first: cl::opt keeps a StringRef to them.
   std::string Task, Prefix, RunnerName, ChannelName, AddressName, ModelName,
-      SerDesName, TimeoutName, FailureName;
+      SerDesName, TimeoutName, FailureName, ReadyFileName;
   llvm::cl::opt<RunnerKind> Runner;
   llvm::cl::opt<std::string> Channel;
   llvm::cl::opt<std::string> Address;
+  llvm::cl::opt<std::string> ReadyFile;
   llvm::cl::opt<std::string> Model;
   llvm::cl::opt<SerDesKind> SerDes;
   llvm::cl::opt<unsigned> TimeoutMs;

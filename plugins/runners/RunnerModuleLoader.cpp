@@ -125,7 +125,7 @@ Expected<const RunnerModuleInfo &> loadRunnerModule(RunnerModuleKind Kind) {
 static Error loadComponentModule(StringRef What, StringRef Name) {
   std::optional<RunnerModuleKind> Module;
 #if defined(MLBRIDGE_HAVE_GRPC) || defined(MLBRIDGE_HAVE_PROTOBUF)
-  if ((What == "runner" && Name == "grpc") ||
+  if ((What == "runner" && (Name == "grpc" || Name == "grpc-server")) ||
       (What == "serdes" && Name == "protobuf"))
     Module = RunnerModuleKind::Grpc;
 #endif

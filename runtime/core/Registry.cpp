@@ -87,8 +87,10 @@ constexpr ComponentInfo Components[] = {
     {"runner", "pipe", "MLBridge::Pipe", "", true},
 #ifdef MLBRIDGE_HAVE_GRPC
     {"runner", "grpc", "MLBridge::Grpc", "MLBRIDGE_ENABLE_GRPC", true},
+    {"runner", "grpc-server", "MLBridge::Grpc", "MLBRIDGE_ENABLE_GRPC", true},
 #else
     {"runner", "grpc", "MLBridge::Grpc", "MLBRIDGE_ENABLE_GRPC", false},
+    {"runner", "grpc-server", "MLBridge::Grpc", "MLBRIDGE_ENABLE_GRPC", false},
 #endif
 #ifdef MLBRIDGE_HAVE_ONNX
     {"runner", "onnx", "MLBridge::Onnx", "MLBRIDGE_ENABLE_ONNX", true},

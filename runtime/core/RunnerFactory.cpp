@@ -16,6 +16,9 @@ using namespace llvm;
 
 namespace mlbridge {
 
+/// Where a grpc-server runner listens when no address is given.
+static constexpr const char *DefaultListenAddress = "127.0.0.1:0";
+
 StringRef runnerKindName(RunnerKind Kind) {
   switch (Kind) {
   case RunnerKind::Callback:
@@ -24,6 +27,8 @@ StringRef runnerKindName(RunnerKind Kind) {
     return "pipe";
   case RunnerKind::Grpc:
     return "grpc";
+  case RunnerKind::GrpcServer:
+    return "grpc-server";
   case RunnerKind::Onnx:
     return "onnx";
   case RunnerKind::TFAOT:
@@ -37,6 +42,7 @@ std::optional<RunnerKind> parseRunnerKind(StringRef Name) {
       .Case("callback", RunnerKind::Callback)
       .Case("pipe", RunnerKind::Pipe)
       .Case("grpc", RunnerKind::Grpc)
+      .Case("grpc-server", RunnerKind::GrpcServer)
       .Case("onnx", RunnerKind::Onnx)
       .Case("tfaot", RunnerKind::TFAOT)
       .Default(std::nullopt);
@@ -106,6 +112,11 @@ std::string describeRunner(const RunnerConfig &Config) {
     return "pipe runner on '" + Config.Channel + "'";
   case RunnerKind::Grpc:
     return "grpc runner to '" + Config.Address + "'";
+  case RunnerKind::GrpcServer:
+    return "grpc-server runner listening on '" +
+           (Config.Address.empty() ? std::string(DefaultListenAddress)
+                                   : Config.Address) +
+           "'";
   case RunnerKind::Onnx:
   case RunnerKind::TFAOT:
     return runnerKindName(Kind).str() + " runner with model '" + Config.Model +
@@ -177,6 +188,28 @@ Expected<std::string> targetOf(const RunnerConfig &Config, RunnerKind Kind) {
                      "' is not supported (omit " + Config.optionName("serdes") +
                      ", or use protobuf)");
     return Config.Address;
+  case RunnerKind::GrpcServer: {
+    if (!Config.Channel.empty())
+      return invalid("the grpc-server runner listens on an address, not a "
+                     "channel base (" +
+                     Config.optionName("channel") + " is for the pipe runner)");
+    if (Config.SerDesGiven && Config.SerDes != SerDesKind::Protobuf)
+      return invalid("the grpc-server runner speaks protobuf only: serdes '" +
+                     serDesKindName(Config.SerDes) +
+                     "' is not supported (omit " + Config.optionName("serdes") +
+                     ", or use protobuf)");
+    std::string Listen =
+        Config.Address.empty() ? DefaultListenAddress : Config.Address;
+    // With a free port, the trainer learns the address from the ready file
+    // only.
+    if (StringRef(Listen).ends_with(":0") && Config.ReadyFile.empty())
+      return invalid("on a free port ('" + Listen +
+                     "') the trainer can learn the address only from a "
+                     "file: give " +
+                     Config.optionName("ready-file") + "=<path>, or " +
+                     Config.optionName("address") + "=<host:port>");
+    return Listen;
+  }
   case RunnerKind::Onnx:
   case RunnerKind::TFAOT: {
     if (Config.ModelIsFile && !Config.Model.empty())

@@ -134,6 +134,11 @@ const std::string &GrpcCompilerServer::address() const {
 
 void GrpcCompilerServer::setContext(StringRef Name) { I->Context = Name.str(); }
 
+Error GrpcCompilerServer::switchContext(StringRef Name) {
+  setContext(Name);
+  return Error::success();
+}
+
 static Error writeReadyFile(StringRef Path, StringRef Address) {
   // A fresh file of a random name beside the target, created exclusively
   // (O_CREAT | O_EXCL never follows a link planted there), then renamed over

@@ -5,10 +5,11 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// Registers "grpc" (GrpcModelRunner, a ModelService client) with the core's
-/// registry (mlbridge/Registry.h) when MLBridge::Grpc is loaded. The static
-/// library's link option `--undefined=` names the anchor below, so static
-/// links keep this file (runtime/CMakeLists.txt).
+/// Registers "grpc" (GrpcModelRunner, a ModelService client) and
+/// "grpc-server" (GrpcCompilerServer, training) with the core's registry
+/// (mlbridge/Registry.h) when MLBridge::Grpc is loaded. The static library's
+/// link option `--undefined=` names the anchor below, so static links keep this
+/// file (runtime/CMakeLists.txt).
 ///
 //===----------------------------------------------------------------------===//
 #include "mlbridge/GrpcModelRunner.h"
@@ -47,8 +48,27 @@ createGrpcRunner(const RunnerConfig &Config, StringRef Address,
   return std::unique_ptr<MLModelRunner>(std::move(*R));
 }
 
+/// A CompilerService server listening on \p Address for a trainer;
+/// \p Timeout bounds each wait for its action (the first: its connection).
+Expected<std::unique_ptr<MLModelRunner>>
+createGrpcServerRunner(const RunnerConfig &Config, StringRef Address,
+                       std::vector<TensorSpec> Features, TensorSpec Advice) {
+  GrpcCompilerServerOptions O;
+  O.Address = Address.str();
+  O.Timeout = Config.Timeout;
+  O.ReadyFile = Config.ReadyFile;
+  auto R = GrpcCompilerServer::create(std::move(Features), std::move(Advice),
+                                      std::move(O));
+  if (!R)
+    return R.takeError();
+  return std::unique_ptr<MLModelRunner>(std::move(*R));
+}
+
 struct Registrar {
-  Registrar() { registerRunner("grpc", createGrpcRunner); }
+  Registrar() {
+    registerRunner("grpc", createGrpcRunner);
+    registerRunner("grpc-server", createGrpcServerRunner);
+  }
 } TheRegistrar;
 
 } // namespace

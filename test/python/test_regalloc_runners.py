@@ -1,9 +1,9 @@
 """The ML register allocator with its model in another process: pipes and gRPC.
 
-``mlbridge.regalloc.basic_policy`` answering over each pipe serialization, and as a gRPC
-model server, gives the object the allocator's in-process built-in policy gives, byte for
-byte; a policy that answers an illegal action is refused on the model side before anything
-is sent, naming the mask.
+``mlbridge.regalloc.basic_policy`` answering over each pipe serialization, as a gRPC
+model server, and as a trainer driving llc's gRPC server, gives the object the
+allocator's in-process built-in policy gives, byte for byte; a policy that answers an
+illegal action is refused on the model side before anything is sent, naming the mask.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import built_plugin
 
-from mlbridge.compiler.grpc import serve
+from mlbridge.compiler.grpc import GrpcCompilerInterface, serve, wait_for_ready_file
 from mlbridge.compiler.pipe import drive_compiler
 from mlbridge.errors import AdviceConstraintError
 from mlbridge.regalloc import Agent, advice_spec, basic_policy, feature_specs
@@ -91,3 +91,38 @@ def test_python_basic_policy_as_a_grpc_model_server_gives_the_builtin_policys_ob
         )  # fmt: skip
     assert run.returncode == 0 and run.stderr == "", run.stderr
     assert (tmp_path / "grpc.o").read_bytes() == (tmp_path / "builtin.o").read_bytes()
+
+
+def test_trainer_driving_llc_as_a_grpc_server_gives_the_builtin_policys_object(
+    pressure_ll: Path, tmp_path: Path
+) -> None:
+    subprocess.run(_llc(pressure_ll, tmp_path / "builtin.o"), check=True)
+    ready = tmp_path / "ready.txt"
+    llc = subprocess.Popen(
+        _llc(pressure_ll, tmp_path / "served.o", "-mlbridge-regalloc-runner=grpc-server",
+             f"-mlbridge-regalloc-ready-file={ready}", "-mlbridge-regalloc-timeout-ms=60000"),
+    )  # fmt: skip
+    try:
+        contexts = []
+        with GrpcCompilerInterface(wait_for_ready_file(ready, timeout=60), timeout=60) as ci:
+            while (obs := ci.evaluate()) is not None:
+                contexts.append(obs.context)
+                ci.respond(basic_policy(obs))
+        assert llc.wait(60) == 0
+    finally:
+        if llc.poll() is None:
+            llc.kill()
+            llc.wait()
+    assert (tmp_path / "served.o").read_bytes() == (tmp_path / "builtin.o").read_bytes()
+    assert list(dict.fromkeys(contexts)) == ["main", "mix"]
+
+
+def test_grpc_server_on_a_free_port_without_a_ready_file_is_refused(
+    pressure_ll: Path, tmp_path: Path
+) -> None:
+    run = subprocess.run(
+        _llc(pressure_ll, tmp_path / "out.o", "-mlbridge-regalloc-runner=grpc-server"),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert "-mlbridge-regalloc-ready-file=<path>" in run.stderr

@@ -90,6 +90,33 @@ TEST(RunnerFactoryTest, GrpcRunnerRefusesAnotherSerDes) {
   EXPECT_CONTAINS(createError(C), "speaks protobuf only");
 }
 
+TEST(RunnerFactoryTest, GrpcServerRunnerOnAFreePortNeedsAReadyFile) {
+  RunnerConfig C;
+  C.Kind = RunnerKind::GrpcServer;
+  C.KindGiven = true;
+  EXPECT_CONTAINS(createError(C), "on a free port ('127.0.0.1:0') the trainer "
+                                  "can learn the address only from a file");
+  EXPECT_CONTAINS(createError(C), "-mlbridge-ready-file=<path>");
+}
+
+TEST(RunnerFactoryTest, GrpcServerRunnerRefusesAChannelAndAnotherSerDes) {
+  RunnerConfig C;
+  C.Kind = RunnerKind::GrpcServer;
+  C.KindGiven = true;
+  C.ReadyFile = "/tmp/ready";
+  C.Channel = "/tmp/x";
+  EXPECT_CONTAINS(createError(C), "listens on an address, not a channel base");
+  C.Channel.clear();
+  C.SerDes = SerDesKind::JSON;
+  C.SerDesGiven = true;
+  EXPECT_CONTAINS(createError(C), "speaks protobuf only");
+}
+
+TEST(RunnerFactoryTest, GrpcServerIsARunnerKindByName) {
+  EXPECT_EQ(parseRunnerKind("grpc-server"), RunnerKind::GrpcServer);
+  EXPECT_EQ(runnerKindName(RunnerKind::GrpcServer), "grpc-server");
+}
+
 TEST(RunnerFactoryTest, ModelOptionIsRefusedForARunnerWithoutModels) {
   RunnerConfig C;
   C.Kind = RunnerKind::Pipe;
