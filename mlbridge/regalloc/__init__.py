@@ -1,7 +1,7 @@
 """The ML register allocator of ``llc-22`` (``-regalloc=mlbridge``): its model side.
 
 * :mod:`mlbridge.regalloc.interface`: the features and advice the allocator's agents see
-  and answer (priority and coloring agents over the interference graph);
+  and answer (priority, coloring and split agents over the interference graph);
 * :mod:`mlbridge.regalloc.policy`: policies that need no training (the built-in basic
   policy, decision for decision, and a seeded random one), for any model side;
 * :mod:`mlbridge.regalloc.programs`: corpus programs built with an allocator, run and
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from mlbridge.regalloc.interface import (
     ADVICE,
+    BLOCK_FEATURES,
     MASK,
     NODE_FEATURES,
     REGISTER_FEATURES,
@@ -26,6 +27,7 @@ from mlbridge.regalloc.policy import RandomPolicy, basic_policy, legal_actions
 
 __all__ = [
     "ADVICE",
+    "BLOCK_FEATURES",
     "MASK",
     "NODE_FEATURES",
     "REGISTER_FEATURES",

@@ -3,8 +3,10 @@
 ``llc-22 -load-pass-plugin=... -regalloc=mlbridge`` allocates registers in an episode over
 each function's interference graph (RL4ReAl's shape, docs/ml-regalloc.md): the *priority*
 agent picks the next live range among the queued ones, the *coloring* agent picks a
-register for it among the legal ones, or spilling it. Every query carries the whole current
-graph, and one interface serves both agents (the feature ``agent`` says which acts):
+register for it among the legal ones, or spilling it; with ``-mlbridge-regalloc-split``
+the *split* agent then picks a block to split that live range around, or spilling after
+all. Every query carries the whole current graph, and one interface serves every agent
+(the feature ``agent`` says which acts):
 
 =====================  ===========  ==================================================
 feature                 shape        meaning
@@ -15,16 +17,21 @@ feature                 shape        meaning
 ``edges``               int64 [E,2]  interfering live ranges (node indices)
 ``spill_weights``       float [N]    LLVM's spill weights, capped at
                                      :data:`UNSPILLABLE_WEIGHT`
-``node``                int64 [1]    the live range being colored, -1 for priority
+``node``                int64 [1]    the live range being colored or split, -1 for
+                                     priority
 ``register_features``   float [R,5]  coloring: one row per candidate register,
-                                     :data:`REGISTER_FEATURES`; priority: R = 0
+                                     :data:`REGISTER_FEATURES`; else R = 0
+``block_features``      float [S,5]  split: one row per candidate block,
+                                     :data:`BLOCK_FEATURES`; else S = 0
 ``action_mask``         int64 [A]    1 where the action is legal
 =====================  ===========  ==================================================
 
 The advice ``regalloc_action`` (int64 [1]) is an index of a nonzero ``action_mask``
 element. Priority: ``A = N``, action ``i`` allocates node ``i`` next. Coloring: ``A = R +
 1``, action ``r < R`` assigns candidate register ``r`` (evicting, and spilling, the live
-ranges in its way when it is not free), action ``R`` spills the live range.
+ranges in its way when it is not free), action ``R`` spills the live range (or, with
+splitting, hands it to the split agent). Split: ``A = S + 1``, action ``s < S`` splits the
+live range around candidate block ``s``, action ``S`` spills it.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from mlbridge.tensor_spec import ElementType, TensorSpec
 
 __all__ = [
     "ADVICE",
+    "BLOCK_FEATURES",
     "MASK",
     "NODE_FEATURES",
     "REGISTER_FEATURES",
@@ -50,6 +58,7 @@ class Agent(enum.IntEnum):
 
     PRIORITY = 0
     COLORING = 1
+    SPLIT = 2
 
 
 #: The columns of ``node_features`` (C++: ``NodeFeature``), in order.
@@ -76,6 +85,15 @@ REGISTER_FEATURES: tuple[str, ...] = (
     "order",  # position in the allocation order, in [0, 1)
 )
 
+#: The columns of ``block_features`` (C++: ``BlockFeature``), in order.
+BLOCK_FEATURES: tuple[str, ...] = (
+    "frequency",  # log2(1 + the block's frequency relative to the entry block)
+    "uses",  # the block's instructions that read or write the live range
+    "live_in",  # 1 if the live range is live into the block
+    "live_out",  # 1 if it is live out of the block
+    "instructions",  # the block's instructions, / 100
+)
+
 #: ``node_features``' and ``spill_weights``' weight of an unspillable live range.
 UNSPILLABLE_WEIGHT = 1e6
 
@@ -96,6 +114,7 @@ def feature_specs() -> tuple[TensorSpec, ...]:
         TensorSpec("spill_weights", f32, (-1,)),
         TensorSpec("node", i64, (1,)),
         TensorSpec("register_features", f32, (-1, len(REGISTER_FEATURES))),
+        TensorSpec("block_features", f32, (-1, len(BLOCK_FEATURES))),
         TensorSpec(MASK, i64, (-1,)),
     )
 

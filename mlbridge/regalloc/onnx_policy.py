@@ -2,9 +2,10 @@
 
 :func:`basic_policy_onnx` writes :func:`mlbridge.regalloc.policy.basic_policy` (the
 allocator's built-in policy) as an ONNX model over the allocator's whole interface
-(:func:`mlbridge.regalloc.interface.feature_specs`): an ``If`` on ``agent`` selects the
-priority branch (the first of the heaviest queued live ranges) or the coloring branch (the
-first free register, else the cheapest eviction, else spilling). ``llc-22 -regalloc=mlbridge
+(:func:`mlbridge.regalloc.interface.feature_specs`): ``If`` nodes on ``agent`` select the
+priority branch (the first of the heaviest queued live ranges), the coloring branch (the
+first free register, else the cheapest eviction, else spilling) or the split branch
+(spilling: the basic allocator never splits). ``llc-22 -regalloc=mlbridge
 -mlbridge-regalloc-model=<file>.onnx`` then decides in-process through ONNX Runtime and
 makes the built-in policy's allocation. It is the reference the trained agents' graphs
 are checked against, and a template for them; it is not compiled natively (``mlbridge
@@ -99,6 +100,30 @@ def basic_policy_onnx():  # noqa: ANN201 (onnx is imported on demand)
         [],
         [helper.make_tensor_value_info("c_action", i64, [1])],
     )
+    # Split: the last action, spilling.
+    split = helper.make_graph(
+        [
+            helper.make_node("Shape", [MASK], ["s_count"]),
+            const("s_one", [1], i64, (1,)),
+            helper.make_node("Sub", ["s_count", "s_one"], ["s_action"]),
+        ],
+        "split",
+        [],
+        [helper.make_tensor_value_info("s_action", i64, [1])],
+    )
+    not_priority = helper.make_graph(
+        [
+            const("agent_coloring", [1], i64, (1,)),
+            helper.make_node("Equal", ["agent", "agent_coloring"], ["is_coloring"]),
+            helper.make_node(
+                "If", ["is_coloring"], ["n_action"], then_branch=coloring, else_branch=split
+            ),
+        ],
+        "not_priority",
+        [],
+        [helper.make_tensor_value_info("n_action", i64, [1])],
+    )
+
     onnx_type = {ElementType.INT64: i64, ElementType.FLOAT: f32, ElementType.STRING: 8}
     inputs = [
         helper.make_tensor_value_info(
@@ -113,7 +138,7 @@ def basic_policy_onnx():  # noqa: ANN201 (onnx is imported on demand)
             const("agent_priority", [0], i64, (1,)),
             helper.make_node("Equal", ["agent", "agent_priority"], ["is_priority"]),
             helper.make_node(
-                "If", ["is_priority"], [ADVICE], then_branch=priority, else_branch=coloring
+                "If", ["is_priority"], [ADVICE], then_branch=priority, else_branch=not_priority
             ),
         ],
         "mlbridge_regalloc_basic",

@@ -6,7 +6,7 @@ advice ``regalloc_action`` as an int64 array of one element:
 
 * :func:`basic_policy`: the allocator's built-in policy (``-mlbridge-regalloc-policy=basic``)
   decision for decision, in Python: the heaviest queued live range first; the first free
-  register, else the one evicting the least spill weight, else spill;
+  register, else the one evicting the least spill weight, else spill; never split;
 * :class:`RandomPolicy`: a uniformly random legal action, seeded.
 """
 
@@ -48,7 +48,10 @@ def basic_policy(obs: Mapping[str, Array]) -> Array:
     """The built-in policy's decision (C++ ``builtinRegAllocPolicy``), in Python."""
     mask = np.asarray(obs[MASK]).reshape(-1) != 0
     legal_actions(obs)
-    if int(np.asarray(obs["agent"]).reshape(-1)[0]) == Agent.PRIORITY:
+    agent = int(np.asarray(obs["agent"]).reshape(-1)[0])
+    if agent == Agent.SPLIT:
+        return _action(mask.size - 1)  # spill: LLVM's basic allocator never splits
+    if agent == Agent.PRIORITY:
         weights = np.asarray(obs["node_features"], dtype=np.float32)[:, _WEIGHT]
         # The first of the heaviest queued live ranges.
         return _action(int(np.argmax(np.where(mask, weights, -np.inf))))

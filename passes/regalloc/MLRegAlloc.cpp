@@ -32,12 +32,15 @@
 #include "llvm/CodeGen/MachineBlockFrequencyInfo.h"
 #include "llvm/CodeGen/MachineDominators.h"
 #include "llvm/CodeGen/MachineFunctionPass.h"
+#include "llvm/CodeGen/MachineInstrBuilder.h"
 #include "llvm/CodeGen/MachineLoopInfo.h"
 #include "llvm/CodeGen/MachineOptimizationRemarkEmitter.h"
 #include "llvm/CodeGen/MachineRegisterInfo.h"
 #include "llvm/CodeGen/RegisterClassInfo.h"
 #include "llvm/CodeGen/SlotIndexes.h"
 #include "llvm/CodeGen/Spiller.h"
+#include "llvm/CodeGen/TargetInstrInfo.h"
+#include "llvm/CodeGen/TargetOpcodes.h"
 #include "llvm/CodeGen/TargetRegisterInfo.h"
 #include "llvm/CodeGen/TargetSubtargetInfo.h"
 #include "llvm/CodeGen/VirtRegMap.h"
@@ -70,6 +73,12 @@ struct Node {
   float Features[NumNodeFeatures] = {};
 };
 
+/// One block the split agent may be offered.
+struct SplitCandidate {
+  MachineBasicBlock *Block = nullptr;
+  float Features[NumBlockFeatures] = {};
+};
+
 /// One register the coloring agent may be offered.
 struct Candidate {
   MCRegister Phys;
@@ -93,10 +102,13 @@ public:
   AllocationEnvironment(MachineFunction &MF, LiveIntervals &LIS,
                         VirtRegMap &VRM, LiveRegMatrix &Matrix,
                         const RegisterClassInfo &RCI, Spiller &Spill,
-                        MachineOptimizationRemarkEmitter &ORE)
+                        VirtRegAuxInfo &VRAI,
+                        const MachineBlockFrequencyInfo &MBFI,
+                        MachineOptimizationRemarkEmitter &ORE, bool SplitAgent)
       : MF(MF), LIS(LIS), VRM(VRM), Matrix(Matrix), RCI(RCI), Spill(Spill),
-        ORE(ORE), MRI(MF.getRegInfo()),
-        TRI(*MF.getSubtarget().getRegisterInfo()) {
+        VRAI(VRAI), MBFI(MBFI), ORE(ORE), MRI(MF.getRegInfo()),
+        TRI(*MF.getSubtarget().getRegisterInfo()),
+        TII(*MF.getSubtarget().getInstrInfo()), SplitAgent(SplitAgent) {
     for (const MCPhysReg *CSR = TRI.getCalleeSavedRegs(&MF); CSR && *CSR; ++CSR)
       CalleeSaved.insert(*CSR);
   }
@@ -130,8 +142,12 @@ public:
     if (Agent_ == RegAllocAgent::Coloring)
       for (const Candidate &C : Candidates)
         RegRows.append(std::begin(C.Features), std::end(C.Features));
+    BlockRows.clear();
+    if (Agent_ == RegAllocAgent::Split)
+      for (const SplitCandidate &C : SplitCandidates)
+        BlockRows.append(std::begin(C.Features), std::end(C.Features));
     const int64_t CurrentNode =
-        Agent_ == RegAllocAgent::Coloring ? static_cast<int64_t>(Current) : -1;
+        Agent_ == RegAllocAgent::Priority ? -1 : static_cast<int64_t>(Current);
     return Agent.populateFeatures(
         std::pair(StringRef("agent"), static_cast<int64_t>(Agent_)),
         std::pair(StringRef("function_name"), MF.getName().str()),
@@ -140,6 +156,7 @@ public:
         std::pair(StringRef("spill_weights"), ArrayRef<float>(Weights)),
         std::pair(StringRef("node"), CurrentNode),
         std::pair(StringRef("register_features"), ArrayRef<float>(RegRows)),
+        std::pair(StringRef("block_features"), ArrayRef<float>(BlockRows)),
         std::pair(StringRef(MaskName), ArrayRef<int64_t>(Mask)));
   }
 
@@ -156,12 +173,19 @@ public:
           "the %s agent chose action %lld, which is not legal (action_mask "
           "has %zu entries)",
           agentName(Agent_), static_cast<long long>(Index), Mask.size());
-    if (Agent_ == RegAllocAgent::Priority) {
+    switch (Agent_) {
+    case RegAllocAgent::Priority:
       // The coloring agent acts next (unless nothing is legal for it).
       startColoring(static_cast<unsigned>(Index));
       return Error::success();
+    case RegAllocAgent::Coloring:
+      if (color(static_cast<unsigned>(Index)))
+        return Error::success(); // the split agent acts next
+      return prepare();
+    case RegAllocAgent::Split:
+      split(static_cast<unsigned>(Index));
+      return prepare();
     }
-    color(static_cast<unsigned>(Index));
     return prepare();
   }
 
@@ -180,7 +204,15 @@ public:
 
 private:
   static const char *agentName(RegAllocAgent A) {
-    return A == RegAllocAgent::Priority ? "priority" : "coloring";
+    switch (A) {
+    case RegAllocAgent::Priority:
+      return "priority";
+    case RegAllocAgent::Coloring:
+      return "coloring";
+    case RegAllocAgent::Split:
+      return "split";
+    }
+    return "unknown";
   }
 
   // The graph.
@@ -373,10 +405,13 @@ private:
     }
   }
 
-  /// The coloring agent chose action \p R for the current node.
-  void color(unsigned R) {
+  /// The coloring agent chose action \p R for the current node; true when
+  /// the split agent acts next.
+  bool color(unsigned R) {
     // Spills add nodes (Nodes may reallocate): no Node& is kept across one.
     const Register Reg = Nodes[Current].Reg;
+    if (R == Candidates.size() && startSplit())
+      return true;
     if (R == Candidates.size()) {
       remark("Spill", [&](raw_ostream &OS) {
         OS << "coloring agent: node " << Current << " (" << printReg(Reg, &TRI)
@@ -384,7 +419,7 @@ private:
       });
       setStatus(Nodes[Current], NodeStatus::Spilled);
       spill(LIS.getInterval(Reg));
-      return;
+      return false;
     }
     const Candidate &C = Candidates[R];
     for (Register Evicted : C.Evicts) {
@@ -403,17 +438,161 @@ private:
     // Spilling can shrink or empty this live range too; assign only what is
     // still there and free.
     if (Nodes[Current].Status != NodeStatus::Queued || MRI.reg_nodbg_empty(Reg))
-      return;
+      return false;
     const LiveInterval &Now = LIS.getInterval(Reg);
     Matrix.invalidateVirtRegs();
     if (Matrix.checkInterference(Now, C.Phys) != LiveRegMatrix::IK_Free)
-      return; // stays queued: the priority agent sees it again
+      return false; // stays queued: the priority agent sees it again
     remark("Assign", [&](raw_ostream &OS) {
       OS << "coloring agent: node " << Current << " (" << printReg(Reg, &TRI)
          << ") assigned " << printReg(C.Phys, &TRI);
     });
     Matrix.assign(Now, C.Phys);
     setStatus(Nodes[Current], NodeStatus::Assigned);
+    return false;
+  }
+
+  // Splitting.
+
+  /// The blocks the current node may be split around: those with its own
+  /// uses or defs (not the copies of earlier splits), when there are at least
+  /// two, and leaving out blocks where a split would need more than two
+  /// copies at the block's borders (landing pads, blocks with an asm goto,
+  /// terminators that read or write it, inline assembly using it).
+  void computeSplitCandidates(Register Reg) {
+    SplitCandidates.clear();
+    const LiveInterval &LI = LIS.getInterval(Reg);
+    if (!SplitAgent || LI.hasSubRanges() ||
+        MRI.getRegClass(Reg)->expensiveOrImpossibleToCopy())
+      return;
+    SmallDenseMap<MachineBasicBlock *, unsigned, 8> Uses;
+    SmallPtrSet<MachineBasicBlock *, 8> Refused;
+    for (MachineInstr &MI : MRI.reg_nodbg_instructions(Reg)) {
+      MachineBasicBlock *MBB = MI.getParent();
+      if (SplitCopies.contains(&MI))
+        continue;
+      ++Uses[MBB];
+      if (MI.isTerminator() || MI.isInlineAsm())
+        Refused.insert(MBB);
+    }
+    if (Uses.size() < 2)
+      return;
+    for (MachineBasicBlock &MBB : MF) {
+      auto It = Uses.find(&MBB);
+      if (It == Uses.end() || Refused.contains(&MBB) || MBB.isEHPad() ||
+          MBB.mayHaveInlineAsmBr() || MBB.isInlineAsmBrIndirectTarget())
+        continue;
+      SplitCandidate C;
+      C.Block = &MBB;
+      C.Features[BlockFrequency] =
+          std::log2(1.0 + MBFI.getBlockFreqRelativeToEntryBlock(&MBB));
+      C.Features[BlockUses] = static_cast<float>(It->second);
+      C.Features[BlockLiveIn] = LIS.isLiveInToMBB(LI, &MBB);
+      C.Features[BlockLiveOut] = LIS.isLiveOutOfMBB(LI, &MBB);
+      C.Features[BlockInstructions] = static_cast<float>(MBB.size()) / 100.0f;
+      SplitCandidates.push_back(C);
+    }
+  }
+
+  /// The coloring agent chose to spill the current node: with candidate
+  /// blocks, the split agent decides first.
+  bool startSplit() {
+    computeSplitCandidates(Nodes[Current].Reg);
+    if (SplitCandidates.empty())
+      return false;
+    Agent_ = RegAllocAgent::Split;
+    Mask.assign(SplitCandidates.size() + 1, 1); // spilling stays legal
+    return true;
+  }
+
+  /// The split agent chose action \p S for the current node.
+  void split(unsigned S) {
+    const Register Reg = Nodes[Current].Reg;
+    if (S == SplitCandidates.size()) {
+      remark("Spill", [&](raw_ostream &OS) {
+        OS << "split agent: node " << Current << " (" << printReg(Reg, &TRI)
+           << ") spilled";
+      });
+      setStatus(Nodes[Current], NodeStatus::Spilled);
+      spill(LIS.getInterval(Reg));
+      return;
+    }
+    MachineBasicBlock &MBB = *SplitCandidates[S].Block;
+    SmallVector<Register, 4> Parts = splitAround(Reg, MBB);
+    remark("Split", [&](raw_ostream &OS) {
+      OS << "split agent: node " << Current << " (" << printReg(Reg, &TRI)
+         << ") split around " << printMBBReference(MBB) << " into";
+      for (Register P : Parts)
+        OS << " node " << NodeOf.lookup(P) << " (" << printReg(P, &TRI) << ")";
+    });
+  }
+
+  /// Splits \p Reg around \p MBB: a new register holds its value inside the
+  /// block (copied in at the block's start if it is live in, copied back
+  /// before the terminators if it is live out). The live intervals of both
+  /// are computed anew from the code, and each part that is not connected
+  /// to the rest becomes a register of its own, as the machine verifier
+  /// requires. Every part joins the graph, queued; so does \p Reg again.
+  /// Each is spilled, if it is, to a stack slot of its own.
+  /// Returns the new registers.
+  SmallVector<Register, 4> splitAround(Register Reg, MachineBasicBlock &MBB) {
+    SmallVector<Register, 4> NewRegs;
+    {
+      const LiveInterval &Old = LIS.getInterval(Reg);
+      const bool LiveIn = LIS.isLiveInToMBB(Old, &MBB);
+      const bool LiveOut = LIS.isLiveOutOfMBB(Old, &MBB);
+      // The edit notes every register made while it lives (VirtRegMap grows,
+      // NewRegs lists them).
+      LiveRangeEdit LRE(&Old, NewRegs, MF, LIS, &VRM, this, &DeadRemats);
+      const Register Inner = LRE.createFrom(Reg);
+      for (MachineOperand &MO : make_early_inc_range(MRI.reg_operands(Reg)))
+        if (MO.getParent()->getParent() == &MBB)
+          MO.setReg(Inner);
+      auto Copy = [&](MachineBasicBlock::iterator At, Register Dst,
+                      Register Src) {
+        MachineInstr *MI =
+            BuildMI(MBB, At, DebugLoc(), TII.get(TargetOpcode::COPY), Dst)
+                .addReg(Src);
+        LIS.InsertMachineInstrInMaps(*MI);
+        SplitCopies.insert(MI);
+      };
+      if (LiveIn)
+        Copy(MBB.SkipPHIsLabelsAndDebug(MBB.begin()), Inner, Reg);
+      if (LiveOut)
+        Copy(MBB.getFirstTerminator(), Reg, Inner);
+      // Computed anew below (Inner has none yet unless the edit made one).
+      for (Register R : {Reg, Inner})
+        if (LIS.hasInterval(R))
+          LIS.removeInterval(R);
+      for (Register R : {Reg, Inner}) {
+        SmallVector<LiveInterval *, 4> Components;
+        LIS.splitSeparateComponents(LIS.createAndComputeVirtRegInterval(R),
+                                    Components);
+      }
+      // Every part is an original of its own. The inline spiller expects an
+      // original's interval to cover its split products' values (SplitKit
+      // keeps it so); a split computed anew from the code does not, so no
+      // part may name another as its original.
+      for (Register R : concat<const Register>(ArrayRef<Register>(Reg),
+                                               ArrayRef<Register>(NewRegs)))
+        VRM.setIsSplitFromReg(R, Register());
+    }
+    SmallVector<Register, 4> Parts;
+    SmallVector<Register, 4> All{Reg};
+    All.append(NewRegs.begin(), NewRegs.end());
+    for (Register R : All) {
+      if (!LIS.hasInterval(R) || VRM.hasPhys(R))
+        continue;
+      if (MRI.reg_nodbg_empty(R)) {
+        LIS.removeInterval(R);
+        continue;
+      }
+      VRAI.calculateSpillWeightAndHint(LIS.getInterval(R));
+      addNode(R, /*WithEdges=*/true);
+      if (R != Reg)
+        Parts.push_back(R);
+    }
+    return Parts;
   }
 
   void spill(const LiveInterval &LI) {
@@ -500,9 +679,13 @@ private:
   LiveRegMatrix &Matrix;
   const RegisterClassInfo &RCI;
   Spiller &Spill;
+  VirtRegAuxInfo &VRAI;
+  const MachineBlockFrequencyInfo &MBFI;
   MachineOptimizationRemarkEmitter &ORE;
   MachineRegisterInfo &MRI;
   const TargetRegisterInfo &TRI;
+  const TargetInstrInfo &TII;
+  const bool SplitAgent;
   DenseSet<MCPhysReg> CalleeSaved;
 
   std::vector<Node> Nodes;
@@ -510,6 +693,9 @@ private:
   DenseSet<uint64_t> EdgeSet;
   std::vector<int64_t> EdgeList;
   std::vector<Candidate> Candidates;
+  std::vector<SplitCandidate> SplitCandidates;
+  // Copies that splits made: a split never counts them as uses.
+  SmallPtrSet<const MachineInstr *, 16> SplitCopies;
   std::vector<int64_t> Mask;
   RegAllocAgent Agent_ = RegAllocAgent::Priority;
   unsigned Current = 0;
@@ -517,7 +703,7 @@ private:
   bool Done = false;
   // Scratch space of observe().
   std::vector<float> NodeRows, Weights;
-  SmallVector<float, 0> RegRows;
+  SmallVector<float, 0> RegRows, BlockRows;
 
 public:
   SmallPtrSet<MachineInstr *, 32> DeadRemats;
@@ -586,8 +772,9 @@ public:
     std::unique_ptr<Spiller> Spill(
         createInlineSpiller(Analyses, MF, VRM, VRAI, &Matrix));
     AllocationEnvironment Env(
-        MF, LIS, VRM, Matrix, RCI, *Spill,
-        getAnalysis<MachineOptimizationRemarkEmitterPass>().getORE());
+        MF, LIS, VRM, Matrix, RCI, *Spill, VRAI, MBFI,
+        getAnalysis<MachineOptimizationRemarkEmitterPass>().getORE(),
+        Options.Split);
 
     allocate(MF, Env);
 
@@ -606,7 +793,8 @@ private:
     Bounds.RecordActions = false;
     if (MLModelRunner *Agent = modelFor(MF)) {
       Bounds.MaxSteps = stepBound(Env);
-      Expected<EpisodeResult> R = runEpisode(Env, {Agent, Agent}, Bounds);
+      Expected<EpisodeResult> R =
+          runEpisode(Env, {Agent, Agent, Agent}, Bounds);
       if (R)
         return;
       stop(R.takeError(), Ctx, (" in '" + MF.getName() + "'").str());
@@ -616,7 +804,7 @@ private:
     MLModelRunner *B = builtin();
     if (!B)
       return;
-    Expected<EpisodeResult> R = runEpisode(Env, {B, B}, Bounds);
+    Expected<EpisodeResult> R = runEpisode(Env, {B, B, B}, Bounds);
     if (!R)
       Ctx.emitError("mlbridge-regalloc: the built-in policy failed in '" +
                     MF.getName() + "': " + toString(R.takeError()));
@@ -737,6 +925,7 @@ std::vector<TensorSpec> regallocFeatureSpecs() {
           createSpec<float>("spill_weights", {-1}),
           createSpec<int64_t>("node", {1}),
           createSpec<float>("register_features", {-1, NumRegisterFeatures}),
+          createSpec<float>("block_features", {-1, NumBlockFeatures}),
           createSpec<int64_t>(MaskName, {-1})};
 }
 
@@ -754,7 +943,10 @@ CallbackModelRunner::Callback builtinRegAllocPolicy() {
     ArrayRef<int64_t> Mask = O->ActionMask->data<int64_t>();
     std::optional<int64_t> Best;
     float BestKey = 0;
-    if (O->Agent == static_cast<int64_t>(RegAllocAgent::Priority)) {
+    if (O->Agent == static_cast<int64_t>(RegAllocAgent::Split)) {
+      // LLVM's basic allocator spills, never splits.
+      Best = static_cast<int64_t>(Mask.size()) - 1;
+    } else if (O->Agent == static_cast<int64_t>(RegAllocAgent::Priority)) {
       // The heaviest queued live range first (unspillable ones weigh most).
       ArrayRef<float> Rows = O->NodeFeatures->data<float>();
       for (size_t I = 0; I < Mask.size(); ++I) {

@@ -14,17 +14,20 @@
 ///     queued ones;
 ///   - the coloring agent picks, for that live range, a physical register
 ///     among the legal ones (free, or held only by live ranges it may evict,
-///     which are then spilled), or spilling it.
+///     which are then spilled), or spilling it;
+///   - with MLRegAllocOptions::Split, the split agent acts when the coloring
+///     agent chose to spill a live range that has uses in several blocks:
+///     it picks one of those blocks to split the live range around (a new
+///     live range holds the value inside the block, copies at its borders;
+///     both go back to the queue), or spilling after all.
 ///
-/// The agent that acts next depends on the previous outcome (after a
-/// priority decision the coloring agent acts, after a coloring decision the
-/// priority agent). Splitting (RL4ReAl's third agent) is not part of this
-/// allocator yet: LLVM's SplitKit is not in the installed headers.
+/// The agent that acts next depends on the previous outcome. Splitting is
+/// the allocator's own (LLVM's SplitKit is not in the installed headers).
 ///
 /// Every query carries the whole current graph, one model interface for every
 /// agent (the feature `agent` says which acts; one runner, one model):
 ///
-///   agent              int64 [1]      0 priority, 1 coloring
+///   agent              int64 [1]      0 priority, 1 coloring, 2 split
 ///   function_name      string [1]
 ///   node_features      float [N, 11]  one row per live range (NodeFeature)
 ///   edges              int64 [E, 2]   interfering live ranges (node indices)
@@ -33,12 +36,16 @@
 ///   node               int64 [1]      the live range being colored, or -1
 ///   register_features  float [R, 5]   coloring: one row per candidate
 ///                                     register (RegisterFeature); else R = 0
+///   block_features     float [S, 5]   split: one row per candidate block
+///                                     (BlockFeature); else S = 0
 ///   action_mask        int64 [A]      1 where the action is legal
 ///   advice: regalloc_action  int64 [1], an index of a nonzero action_mask
 ///                            element
 ///
 /// Priority: A = N, action i allocates node i next. Coloring: A = R + 1,
-/// action r < R assigns candidate register r, action R spills the live range.
+/// action r < R assigns candidate register r, action R spills the live range
+/// (or, with splitting, asks the split agent). Split: A = S + 1, action
+/// s < S splits around candidate block s, action S spills.
 /// Legality stays here: the mask is computed by the allocator and an advice
 /// outside it is an error (the runtime's advice constraints), never applied.
 ///
@@ -65,7 +72,7 @@ class FunctionPass;
 namespace mlbridge::passes {
 
 /// Which agent acts (the feature `agent`).
-enum class RegAllocAgent : int64_t { Priority = 0, Coloring = 1 };
+enum class RegAllocAgent : int64_t { Priority = 0, Coloring = 1, Split = 2 };
 
 /// The columns of `node_features`.
 enum NodeFeature : unsigned {
@@ -93,6 +100,16 @@ enum RegisterFeature : unsigned {
   NumRegisterFeatures
 };
 
+/// The columns of `block_features`.
+enum BlockFeature : unsigned {
+  BlockFrequency,    ///< log2(1 + frequency relative to the entry block)
+  BlockUses,         ///< instructions of the block that read or write it
+  BlockLiveIn,       ///< 1 if it is live into the block
+  BlockLiveOut,      ///< 1 if it is live out of the block
+  BlockInstructions, ///< the block's instructions, / 100
+  NumBlockFeatures
+};
+
 /// `node_features`' weight of an unspillable live range (its LLVM weight is
 /// infinite, which JSON cannot carry).
 constexpr float UnspillableWeight = 1e6f;
@@ -105,7 +122,8 @@ TensorSpec regallocAdviceSpec();
 /// The built-in policy (the default runner, and the fallback): LLVM's basic
 /// allocator's choices in this interface. Priority: the largest spill
 /// weight; coloring: the first free candidate, else the one evicting the
-/// least weight, else spill.
+/// least weight, else spill; split: spill (the basic allocator never
+/// splits).
 CallbackModelRunner::Callback builtinRegAllocPolicy();
 /// A uniformly random legal action, seeded: a policy that knows nothing, for
 /// showing that legality never depends on the model.
@@ -123,6 +141,8 @@ struct MLRegAllocOptions {
   bool FallBackOnFailure = false;
   /// Names the runner in error messages ("pipe runner over /tmp/x").
   std::string RunnerDescription = "model runner";
+  /// Whether the split agent acts (see above).
+  bool Split = false;
 };
 
 /// The allocator pass (legacy pass manager, which takes ownership).

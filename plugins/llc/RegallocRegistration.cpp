@@ -44,8 +44,8 @@ cl::OptionCategory &Category = mlbridge::plugins::llcPluginCategory();
 mlbridge::plugins::RunnerCommandLine RegAllocRunnerOpts(
     "mlbridge-regalloc-", Category,
     {"The model runner the ML register allocator (-regalloc=mlbridge) asks "
-     "for every decision of its priority and coloring agents (features and "
-     "advice in docs/ml-regalloc.md)",
+     "for every decision of its priority, coloring and split agents "
+     "(features and advice in docs/ml-regalloc.md)",
      "the built-in policy in-process (-mlbridge-regalloc-policy; default)",
      "one warning naming the cause, then the built-in policy for the rest "
      "of the compilation"},
@@ -66,6 +66,13 @@ cl::opt<BuiltinPolicy> PolicyOpt(
                           "(-mlbridge-regalloc-seed)")),
     cl::init(BuiltinPolicy::Basic), cl::cat(Category));
 
+cl::opt<bool> SplitOpt(
+    "mlbridge-regalloc-split",
+    cl::desc("Let the split agent act when the coloring agent chooses to "
+             "spill a live range used in several blocks: it may split the "
+             "live range around one of them instead (docs/ml-regalloc.md)"),
+    cl::init(false), cl::cat(Category));
+
 cl::opt<uint64_t>
     SeedOpt("mlbridge-regalloc-seed",
             cl::desc("The seed of -mlbridge-regalloc-policy=random"),
@@ -77,6 +84,7 @@ FunctionPass *createFromOptions() {
   passes::MLRegAllocOptions Options;
   Options.FallBackOnFailure = Config.OnFailure == ModelFailurePolicy::Fallback;
   Options.RunnerDescription = describeRunner(Config);
+  Options.Split = SplitOpt;
   CallbackModelRunner::Callback Policy =
       PolicyOpt == BuiltinPolicy::Random ? passes::randomRegAllocPolicy(SeedOpt)
                                          : passes::builtinRegAllocPolicy();
@@ -88,11 +96,12 @@ FunctionPass *createFromOptions() {
   return passes::createMLRegAlloc(std::move(Options), std::move(Factory));
 }
 
-RegisterRegAlloc MLBridgeRegAlloc("mlbridge",
-                                  "mlbridge's ML register allocator: "
-                                  "priority and coloring agents behind a "
-                                  "model runner (docs/ml-regalloc.md)",
-                                  createFromOptions);
+RegisterRegAlloc
+    MLBridgeRegAlloc("mlbridge",
+                     "mlbridge's ML register allocator: "
+                     "priority, coloring and split agents behind a "
+                     "model runner (docs/ml-regalloc.md)",
+                     createFromOptions);
 
 // The cost measure (docs/ml-regalloc.md), for any allocator's result:
 // `llc -run-pass=mlbridge-regalloc-cost` on MIR stopped after the rewriter.

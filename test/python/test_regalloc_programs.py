@@ -1,10 +1,10 @@
 """Real programs built with the ML register allocator behave as with LLVM's greedy one.
 
 Every function of Lua, bzip2 and MuJS is allocated by ``llc-22 -regalloc=mlbridge`` (with
-``-verify-machineinstrs``), with the built-in policy and with random policies (legality
-never depends on the model); each program runs its check (mlbridge.regalloc.programs) and
-must give greedy's transcript exactly: the Lua script's output, bzip2's compressed bytes
-and exact round trip, the JavaScript's output.
+``-verify-machineinstrs``), with the built-in policy and with random policies, also with
+the split agent (legality never depends on the model); each program runs its check
+(mlbridge.regalloc.programs) and must give greedy's transcript exactly: the Lua script's
+output, bzip2's compressed bytes and exact round trip, the JavaScript's output.
 """
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ POLICIES = {
     "basic": ("-mlbridge-regalloc-policy=basic",),
     "random-seed-1": ("-mlbridge-regalloc-policy=random", "-mlbridge-regalloc-seed=1"),
     "random-seed-2": ("-mlbridge-regalloc-policy=random", "-mlbridge-regalloc-seed=2"),
+    "random-split-seed-1": (
+        "-mlbridge-regalloc-split",
+        "-mlbridge-regalloc-policy=random",
+        "-mlbridge-regalloc-seed=1",
+    ),
 }
 
 

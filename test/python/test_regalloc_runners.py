@@ -18,7 +18,7 @@ from conftest import built_plugin
 from mlbridge.compiler.grpc import GrpcCompilerInterface, serve, wait_for_ready_file
 from mlbridge.compiler.pipe import drive_compiler
 from mlbridge.errors import AdviceConstraintError
-from mlbridge.regalloc import Agent, advice_spec, basic_policy, feature_specs
+from mlbridge.regalloc import Agent, RandomPolicy, advice_spec, basic_policy, feature_specs
 from mlbridge.regalloc.interface import MASK
 
 PRESSURE = Path(__file__).resolve().parents[1] / "lit" / "Inputs" / "regalloc-pressure.c"
@@ -126,3 +126,29 @@ def test_grpc_server_on_a_free_port_without_a_ready_file_is_refused(
     )  # fmt: skip
     assert run.returncode == 1
     assert "-mlbridge-regalloc-ready-file=<path>" in run.stderr
+
+
+def test_split_agent_acts_over_the_pipe_and_the_program_stays_correct(
+    pressure_ll: Path, tmp_path: Path
+) -> None:
+    random = RandomPolicy(seed=4)
+    splits: list[tuple[int, int]] = []
+
+    def policy(obs: dict[str, np.ndarray]) -> np.ndarray:
+        if int(obs["agent"][0]) == Agent.SPLIT:
+            splits.append((obs["block_features"].shape[0], obs[MASK].size))
+        return random(obs)
+
+    asm = tmp_path / "split.s"
+    drive_compiler(
+        ["llc-22", "-O2", "-relocation-model=pic", f"-load-pass-plugin={built_plugin('llc')}",
+         "-regalloc=mlbridge", "-mlbridge-regalloc-split", "-verify-machineinstrs",
+         "-mlbridge-regalloc-runner=pipe", "-mlbridge-regalloc-channel={base}",
+         str(pressure_ll), "-o", str(asm)],
+        policy, serdes="bitstream", timeout=60, require_end=True,
+    )  # fmt: skip
+    # One row per candidate block, and one more action: spilling.
+    assert splits and all(mask == rows + 1 for rows, mask in splits)
+    subprocess.run(["clang-22", str(asm), "-o", str(tmp_path / "split")], check=True)
+    run = subprocess.run([str(tmp_path / "split")], capture_output=True, text=True, check=True)
+    assert run.stdout == "mix=3015572717912299\n"

@@ -2,7 +2,7 @@
 
 Every module of every corpus project, after ``opt-22 -O2``, through ``llc-22 -O2
 -regalloc=mlbridge -verify-machineinstrs`` with a random policy (legality never depends on
-the model) and with the built-in basic policy.
+the model), a random policy with the split agent, and the built-in basic policy.
 """
 
 from __future__ import annotations
@@ -37,8 +37,16 @@ def optimized(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 @pytest.mark.parametrize(
     "policy",
-    [("-mlbridge-regalloc-policy=random", "-mlbridge-regalloc-seed=11"), ()],
-    ids=["random", "basic"],
+    [
+        ("-mlbridge-regalloc-policy=random", "-mlbridge-regalloc-seed=11"),
+        (
+            "-mlbridge-regalloc-split",
+            "-mlbridge-regalloc-policy=random",
+            "-mlbridge-regalloc-seed=12",
+        ),
+        (),
+    ],
+    ids=["random", "random-split", "basic"],
 )
 def test_every_corpus_function_passes_the_machine_verifier(
     policy: tuple[str, ...], optimized: list[Path]
