@@ -615,6 +615,10 @@ class DriveResult:
     header: Header | None = None
 
 
+class _NoSession(Exception):
+    """The compiler exited with status 0 before opening the channel (``require_session``)."""
+
+
 def _stop(proc: subprocess.Popen[bytes], grace: float) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -719,6 +723,7 @@ def drive_compiler(
     capture: str | os.PathLike[str] | BinaryIO | None = None,
     capture_advice: bool = True,
     require_end: bool | None = None,
+    require_session: bool = True,
 ) -> DriveResult:
     """Run a compiler on a fresh private channel and answer it with ``policy``.
 
@@ -742,6 +747,10 @@ def drive_compiler(
         capture: Tee the traffic into this file (see :class:`PipeCompilerInterface`).
         capture_advice: Whether the capture includes the replies.
         require_end: See :class:`PipeCompilerInterface`.
+        require_session: With ``False``, a compiler that exits with status 0 without
+            opening the channel (its pass had nothing to ask about this input, e.g. a
+            module with no function to allocate) is a session of no queries, not an
+            error.
         deadline: Bound, in seconds, of the whole session from the compiler's start to
             its exit (``None``: no bound beyond each wait's own); when it runs out the
             compiler is killed, however quick each read was.
@@ -785,6 +794,8 @@ def drive_compiler(
 
             def abort() -> None:
                 code = proc.poll()
+                if code == 0 and not require_session:
+                    raise _NoSession
                 if code is not None:
                     raise PipeClosedError(
                         _exited_early(argv[0], code, channel.in_path, has_base, stderr.tail())
@@ -837,6 +848,8 @@ def drive_compiler(
                     answered = ci.run(traced)
                     header = ci.header
                 code = proc.wait(exit_timeout)
+            except _NoSession:
+                return DriveResult(0, 0)
             except subprocess.TimeoutExpired:
                 if (why := ended(None)) is not None:
                     raise why from None

@@ -102,6 +102,20 @@ def test_a_session_within_its_limits_is_a_normal_result(tmp_path):
     assert (result.returncode, result.answered) == (0, QUERIES)
 
 
+def test_a_compiler_with_nothing_to_ask_is_an_empty_session_when_allowed(tmp_path):
+    command = ["sh", "-c", "exit 0", "{base}"]
+    bounds = {"timeout": BOUND, "connect_timeout": BOUND, "parent": tmp_path}
+    result = drive_compiler(command, lambda obs: 0, require_session=False, **bounds)
+    assert (result.returncode, result.answered, result.contexts) == (0, 0, [])
+    with pytest.raises(PipeClosedError, match="exited with code 0 before opening"):
+        drive_compiler(command, lambda obs: 0, **bounds)
+    # A failing compiler is an error either way.
+    with pytest.raises(PipeClosedError, match="exited with code 3"):
+        drive_compiler(["sh", "-c", "exit 3", "{base}"], lambda obs: 0,
+                       require_session=False, **bounds)  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_compiler_killed_before_opening_the_channel_names_the_signal(tmp_path, capfd):
     # Thirty lines of stderr, one not UTF-8, then SIGSEGV before the FIFOs are opened.
     script = (
