@@ -569,6 +569,13 @@ class _Training:
             except PipeError as e:
                 if "max_queries" not in str(e):
                     raise
+                # llc has reported the ended session on stderr ("the model closed ...").
+                if module.optimized not in self.too_large:
+                    _log(
+                        f"{module.source} asks more than {config.max_decisions} decisions "
+                        "(the session was ended): left out from now on",
+                        self.log,
+                    )
                 self.too_large.add(module.optimized)
                 return module, None
             finally:
@@ -709,10 +716,16 @@ def _sampler(policy: Any, seed: int, temperature: float) -> Callable[[Obs], int]
 def _advantages(
     runs: Sequence[tuple[TrainingModule, Rollout]],
 ) -> tuple[list[tuple[float, float, list[dict[str, Any]], list[int]]], dict[str, float]]:
-    """Per function: (advantage, decisions / kept, samples, actions), and the totals."""
+    """Per function: (advantage, decisions / kept, samples, actions), and the totals.
+
+    The totals: the sampled and the basic policy's ``SpillReloadCost``, the functions
+    where sampling did better and worse, and the mean relative change over the functions
+    that spill under either.
+    """
     items = []
     sampled = basic = 0.0
     better = worse = 0
+    relative = []
     for module, r in runs:
         for name, n in r.decisions.items():
             cost = r.costs.get(name, FunctionCost()).spill_reload_cost
@@ -722,6 +735,8 @@ def _advantages(
             better += cost < base
             worse += cost > base
             advantage = (base - cost) / max(base, cost, 1.0)
+            if base > 0 or cost > 0:
+                relative.append(-advantage)
             if advantage != 0.0 and r.actions[name]:
                 items.append(
                     (advantage, n / len(r.actions[name]), r.observations[name], r.actions[name])
@@ -733,6 +748,8 @@ def _advantages(
         "basic_cost": basic,
         "functions_better": better,
         "functions_worse": worse,
+        # Per function that spills: (sampled - basic) / the larger, averaged.
+        "mean_relative_change": float(np.mean(relative)) if relative else 0.0,
     }
 
 
@@ -814,8 +831,9 @@ def _fine_tune(training: _Training, policy: Any) -> list[dict[str, Any]]:
         history.append(record)
         _log(
             f"iteration {it + 1}/{config.iterations}: sampled SpillReloadCost "
-            f"{totals['sampled_cost']:.0f} vs basic policy {basic_cost:.0f} ({ratio * 100:+.1f}%)"
-            f", functions better {totals['functions_better']}, worse "
+            f"{totals['sampled_cost']:.0f} vs basic policy {basic_cost:.0f} ({ratio * 100:+.1f}%"
+            f"; {totals['mean_relative_change'] * 100:+.1f}% per spilling function), "
+            f"functions better {totals['functions_better']}, worse "
             f"{totals['functions_worse']}, entropy {entropy:.3f}, {record['seconds']:.0f} s",
             log,
         )

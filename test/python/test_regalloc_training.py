@@ -274,3 +274,25 @@ def test_cli_lists_the_regalloc_trainer(capsys: pytest.CaptureFixture[str]) -> N
         main(["train", "regalloc", "--help"])
     assert exc.value.code == 0
     assert "--iterations" in capsys.readouterr().out
+
+
+def test_reinforce_step_raises_the_probability_of_actions_that_did_better() -> None:
+    from mlbridge.regalloc.trainer import RegallocTrainConfig, _reinforce_step
+
+    torch.manual_seed(0)
+    policy = RegallocGNN(hidden=8).eval()
+    rng = np.random.default_rng(6)
+    samples = [_observation(rng, i % 2, 10, 15, 4, legal=1.0) for i in range(8)]
+    better = [int(rng.choice(np.flatnonzero(s["action_mask"]))) for s in samples]
+    worse = [(b + 1) % len(s["action_mask"]) for s, b in zip(samples, better, strict=True)]
+
+    def logp(actions: list[int]) -> float:
+        with torch.no_grad():
+            return float(policy.batch_log_probs(collate(samples, actions))[0].sum())
+
+    before_better, before_worse = logp(better), logp(worse)
+    optimizer = torch.optim.SGD(policy.parameters(), lr=0.01)
+    # One function whose sampled actions beat the basic policy, one whose actions lost.
+    items = [(1.0, 1.0, samples, better), (-1.0, 1.0, samples, worse)]
+    _reinforce_step(policy, optimizer, items, RegallocTrainConfig())
+    assert logp(better) - before_better > logp(worse) - before_worse
