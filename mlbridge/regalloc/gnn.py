@@ -24,8 +24,10 @@ ONNX Runtime round equal live ranges' scores differently).
 :meth:`RegallocGNN.to_onnx` writes the whole interface as one ONNX model: each head is
 exported by PyTorch's TorchScript exporter (with the shared trunk), then both become the
 branches of an ``If`` on ``agent``, as :mod:`mlbridge.regalloc.onnx_policy` builds the
-basic policy; the branches read the outer graph's inputs. N, E and R are dynamic (E = 0 and
-R = 0 work). :func:`agreement` checks the export against the PyTorch argmax.
+basic policy; the branches read the outer graph's inputs. Any other agent (an allocator
+with a split agent, ``agent`` 2) gets the last action, spilling, as from the basic policy.
+N, E and R are dynamic (E = 0 and R = 0 work). :func:`agreement` checks the export
+against the PyTorch policy.
 
 Needs PyTorch (the ``torch`` extra); ``mlbridge.regalloc`` does not import this module.
 """
@@ -172,6 +174,13 @@ def _scatter_add_rows(
     return data.scatter_add(0, index.unsqueeze(1).expand(-1, updates.shape[1]), updates)
 
 
+def _last_action_only(mask: torch.Tensor) -> torch.Tensor:
+    """Scores of an agent the policy does not know: only the last action (spilling)."""
+    scores = torch.full(mask.shape, ILLEGAL_SCORE)
+    scores[-1] = 0.0
+    return scores
+
+
 def first_best(scores: torch.Tensor) -> torch.Tensor:
     """The deterministic action of masked ``scores`` [A]: int64 [1] (see :data:`TIE_TOLERANCE`)."""
     top = torch.max(scores)
@@ -291,8 +300,11 @@ class RegallocGNN(torch.nn.Module):
         )
         edges = torch.tensor(np.array(obs["edges"], dtype=np.int64)).reshape(-1, 2)
         mask = torch.tensor(np.array(obs[MASK], dtype=np.int64)).reshape(-1)
-        if int(np.asarray(obs["agent"]).reshape(-1)[0]) == Agent.PRIORITY:
+        agent = int(np.asarray(obs["agent"]).reshape(-1)[0])
+        if agent == Agent.PRIORITY:
             return self.priority_logits(nf, edges, mask)
+        if agent != Agent.COLORING:
+            return _last_action_only(mask)
         node = torch.tensor(np.array(obs["node"], dtype=np.int64)).reshape(1)
         regs = torch.tensor(np.array(obs["register_features"], dtype=np.float32))
         return self.coloring_logits(nf, edges, node, regs, mask)
@@ -549,17 +561,42 @@ def onnx_model(policy: RegallocGNN) -> Any:
         )
         for s in feature_specs()
     ]
+
+    def constant(name: str, value: int) -> Any:
+        return helper.make_node(
+            "Constant", [], [name], value=helper.make_tensor(name, TensorProto.INT64, (1,), [value])
+        )
+
+    # Another agent (the split agent of allocators that have one): the last action, spilling.
+    last = helper.make_graph(
+        [
+            helper.make_node("Shape", [MASK], ["other/size"]),
+            constant("other/one", 1),
+            helper.make_node("Sub", ["other/size", "other/one"], ["other/action"]),
+        ],
+        "other",
+        [],
+        [helper.make_tensor_value_info("other/action", TensorProto.INT64, [1])],
+    )
+    not_priority = helper.make_graph(
+        [
+            constant("agent_coloring", 1),
+            helper.make_node("Equal", ["agent", "agent_coloring"], ["is_coloring"]),
+            helper.make_node(
+                "If", ["is_coloring"], ["not_priority/action"], then_branch=coloring,
+                else_branch=last,
+            ),
+        ],
+        "not_priority",
+        [],
+        [helper.make_tensor_value_info("not_priority/action", TensorProto.INT64, [1])],
+    )  # fmt: skip
     graph = helper.make_graph(
         [
-            helper.make_node(
-                "Constant",
-                [],
-                ["agent_priority"],
-                value=helper.make_tensor("agent_priority", TensorProto.INT64, (1,), [0]),
-            ),
+            constant("agent_priority", 0),
             helper.make_node("Equal", ["agent", "agent_priority"], ["is_priority"]),
             helper.make_node(
-                "If", ["is_priority"], [ADVICE], then_branch=priority, else_branch=coloring
+                "If", ["is_priority"], [ADVICE], then_branch=priority, else_branch=not_priority
             ),
         ],
         "mlbridge_regalloc_gnn",
@@ -645,7 +682,10 @@ class Batch:
             nfs.append(nf)
             edges.append(np.asarray(s["edges"], dtype=np.int64).reshape(-1, 2) + node_base)
             mask = np.asarray(s[MASK], dtype=np.int64).reshape(-1)
-            if int(np.asarray(s["agent"]).reshape(-1)[0]) == Agent.PRIORITY:
+            agent = int(np.asarray(s["agent"]).reshape(-1)[0])
+            if agent not in (Agent.PRIORITY, Agent.COLORING):
+                raise ValueError(f"sample {i}: agent {agent} is neither priority nor coloring")
+            if agent == Agent.PRIORITY:
                 index = np.arange(node_base, node_base + n)
             else:
                 rf = np.asarray(s["register_features"], dtype=np.float32).reshape(

@@ -101,6 +101,19 @@ def test_onnx_export_runs_with_no_edges_and_no_registers(
         assert int(got[0]) == policy.act(obs)
 
 
+def test_an_agent_other_than_priority_and_coloring_gets_the_last_action(
+    policy: RegallocGNN, exported: Path
+) -> None:
+    # Allocators with a split agent (agent 2) ask it with block candidates; the last
+    # action spills, the basic policy's answer.
+    obs = _observation(np.random.default_rng(7), 1, 6, 5, 0)
+    obs["agent"] = np.array([2], np.int64)
+    obs["action_mask"] = np.ones(4, np.int64)
+    session = ort.InferenceSession(str(exported), providers=["CPUExecutionProvider"])
+    (got,) = session.run([ADVICE], onnx_feeds(obs))
+    assert int(got[0]) == policy.act(obs) == 3
+
+
 def test_masking_never_picks_an_illegal_action(policy: RegallocGNN) -> None:
     rng = np.random.default_rng(2)
     for i in range(120):
