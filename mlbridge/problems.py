@@ -12,10 +12,11 @@ mlir-loop-unroll    ``mlir-loop-unroll``    :mod:`mlbridge.loop_unroll`
 regalloc            ``regalloc``            :mod:`mlbridge.regalloc`
 ==================  ======================  ========================================
 
-The MLIR loop unroll and the ML register allocator have no trainer and no built-in model
-yet, so no ``mlbridge train`` subcommand. The register-allocation priority (task
-``regalloc-priority``) has no Python code of its own (any model side answers it:
-docs/regalloc.md), so no package and no entry.
+The MLIR loop unroll has no trainer and no built-in model yet, so no ``mlbridge train``
+subcommand; the ML register allocator has a trainer (``mlbridge train regalloc``) but no
+built-in trained model (its ONNX graph has an ``If``, which the native form cannot take).
+The register-allocation priority (task ``regalloc-priority``) has no Python code of its
+own (any model side answers it: docs/regalloc.md), so no package and no entry.
 This module sits above the problems, beside the command line: the generic layers
 (registry, SerDes, compiler interfaces, ...) never import it.
 """
@@ -88,6 +89,18 @@ def _phase_order_run(args: argparse.Namespace) -> int:
     return run_train(args)
 
 
+def _regalloc_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401
+    from mlbridge.regalloc.cli import add_train_parser
+
+    return add_train_parser(sub)
+
+
+def _regalloc_run(args: argparse.Namespace) -> int:
+    from mlbridge.regalloc.cli import run_train
+
+    return run_train(args)
+
+
 def _no_models() -> tuple[BuiltinModel, ...]:
     return ()
 
@@ -99,7 +112,7 @@ PROBLEMS: tuple[Problem, ...] = (
         "phase-order", "phase-order", _phase_order_parser, _phase_order_run, _phase_order_models
     ),
     Problem("mlir-loop-unroll", "mlir-loop-unroll", None, None, _no_models),
-    Problem("regalloc", "regalloc", None, None, _no_models),
+    Problem("regalloc", "regalloc", _regalloc_parser, _regalloc_run, _no_models),
 )
 
 

@@ -5,7 +5,12 @@
 * :mod:`mlbridge.regalloc.policy`: policies that need no training (the built-in basic
   policy, decision for decision, and a seeded random one), for any model side;
 * :mod:`mlbridge.regalloc.programs`: corpus programs built with an allocator, run and
-  compared (the correctness check).
+  compared (the correctness check);
+* :mod:`mlbridge.regalloc.gnn`: the trainable agents, a graph policy in PyTorch with its
+  JSON form and its ONNX export (needs PyTorch; not imported here);
+* :mod:`mlbridge.regalloc.trainer` and :mod:`mlbridge.regalloc.cli`: ``mlbridge train
+  regalloc`` (behaviour cloning of the basic policy, REINFORCE on the spill/reload cost,
+  the held-out evaluation).
 
 See docs/ml-regalloc.md.
 """

@@ -1,0 +1,1128 @@
+"""Training the ML register allocator's agents, and their held-out evaluation.
+
+The agents are one :class:`mlbridge.regalloc.gnn.RegallocGNN` (a graph policy over the
+interference graph with a priority and a coloring head). Every rollout is one ``llc-22 -O2
+-regalloc=mlbridge`` run of a training module over the pipe (the policy answers every
+decision of every function) that writes the MIR after the rewriter, then one run of
+``mlbridge-regalloc-cost`` over that MIR, which gives each function's spill and reload
+instructions weighted by block frequency (``SpillReloadCost``, docs/ml-regalloc.md).
+
+1. **Preparation.** The training modules go through ``opt-22 -O2`` once; each one's
+   functions are allocated by the built-in basic policy (in-process) and costed: the
+   baseline.
+2. **Collection and behaviour cloning.** On ``bc_modules`` modules the Python
+   :func:`~mlbridge.regalloc.policy.basic_policy` answers over the pipe and its decisions
+   are recorded (at most ``samples_per_function`` per function, drawn uniformly); the
+   policy is trained by cross-entropy over the legal actions to make the same decisions.
+3. **REINFORCE.** Each iteration draws ``modules_per_iteration`` modules among those where
+   the basic policy spills (elsewhere no policy can do better) and samples
+   actions from the masked softmax (divided by ``temperature``). A function's return is
+   ``-SpillReloadCost``; its advantage is the improvement over the basic policy's cost on
+   the same function, relative to the larger of the two (in [-1, 1]), divided by the
+   iteration's root mean square advantage. The loss is minus the advantage times the sum of
+   the function's log-probabilities (estimated from at most ``samples_per_function``
+   uniformly drawn decisions, scaled up), minus an entropy bonus.
+4. **Validation.** The deterministic policies after cloning and after fine-tuning, exported
+   to ONNX and run in-process, are compared on ``validation_modules`` training modules; the
+   lower total ``SpillReloadCost`` is kept.
+
+:func:`evaluate_heldout` then compares, per held-out project, LLVM's greedy allocator
+(stock llc), LLVM's basic allocator, ``-regalloc=mlbridge`` with the built-in basic policy
+and with the trained ONNX model in-process: sums of ``SpillReloadCost`` and ``.text`` bytes.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlbridge.compiler.pipe import drive_compiler
+from mlbridge.errors import MLBridgeError, PipeError
+from mlbridge.llvm import find_llvm_tool, object_sizes
+from mlbridge.paths import default_build_dir, plugin_path
+from mlbridge.progress import track
+from mlbridge.regalloc.interface import MASK
+from mlbridge.regalloc.policy import basic_policy
+
+__all__ = [
+    "COST_FIELDS",
+    "FunctionCost",
+    "HeldoutRow",
+    "RegallocTrainConfig",
+    "RegallocTrainError",
+    "Rollout",
+    "TrainingModule",
+    "allocate",
+    "evaluate_heldout",
+    "find_llc_plugin",
+    "function_costs",
+    "heldout_allocators",
+    "heldout_table",
+    "optimize_module",
+    "parse_cost_remarks",
+    "rollout",
+    "select_modules",
+    "stderr_log",
+    "summarize_heldout",
+    "train_regalloc",
+    "write_metrics",
+]
+
+Obs = Mapping[str, Any]
+Log = Callable[[str], None]
+
+
+class RegallocTrainError(MLBridgeError):
+    """A tool failed while training or evaluating the register allocator's agents."""
+
+
+@dataclass
+class RegallocTrainConfig:
+    """Settings of :func:`train_regalloc`.
+
+    The defaults are a modest run: about 15 to 20 minutes on a 2-core machine, held-out
+    evaluation included (docs/ml-regalloc.md, "Training", has a measured run).
+
+    Attributes:
+        max_decisions: Leave out modules whose allocation asks more decisions (rollouts in
+            Python cost about a millisecond per decision).
+        bc_modules: Training modules on which the basic policy's decisions are recorded.
+        bc_epochs: Epochs of behaviour cloning.
+        bc_learning_rate: Adam's step size while cloning.
+        batch_size: Samples per gradient step of cloning and REINFORCE.
+        samples_per_function: Decisions kept per function and rollout (drawn uniformly).
+        iterations: REINFORCE updates (0: cloning only).
+        modules_per_iteration: Modules drawn per update, among those where the basic policy
+            spills.
+        episodes_per_module: Sampled rollouts per drawn module.
+        temperature: Divides the scores before the softmax actions are sampled from.
+        learning_rate: Adam's step size in REINFORCE.
+        entropy: Weight of the entropy bonus in REINFORCE.
+        validation_modules: Training modules on which the cloned and the fine-tuned
+            policies are compared (0: keep the fine-tuned one).
+        hidden: The policy's embedding width.
+        rounds: The policy's rounds of message passing.
+        jobs: Compilations at once.
+        seed: Seeds the policy's initialisation, the draws and the action samples.
+        timeout: Bound of every wait, seconds.
+    """
+
+    max_decisions: int = 3000
+    bc_modules: int = 96
+    bc_epochs: int = 8
+    bc_learning_rate: float = 0.003
+    batch_size: int = 64
+    samples_per_function: int = 64
+    iterations: int = 40
+    modules_per_iteration: int = 16
+    episodes_per_module: int = 2
+    temperature: float = 1.0
+    learning_rate: float = 0.0005
+    entropy: float = 0.0
+    validation_modules: int = 48
+    hidden: int = 32
+    rounds: int = 2
+    jobs: int = 2
+    seed: int = 0
+    timeout: float = 300.0
+
+
+#: The numbers ``mlbridge-regalloc-cost`` reports per function, as remark arguments.
+COST_FIELDS: dict[str, str] = {
+    "Spills": "spills",
+    "Reloads": "reloads",
+    "FoldedSpills": "folded_spills",
+    "FoldedReloads": "folded_reloads",
+    "Copies": "copies",
+    "SpillReloadCost": "spill_reload_cost",
+    "CopyCost": "copy_cost",
+}
+
+
+@dataclass
+class FunctionCost:
+    """One function's allocation cost (``mlbridge-regalloc-cost``).
+
+    Attributes:
+        spills: Spill stores.
+        reloads: Reloads.
+        folded_spills: Spills folded into another instruction.
+        folded_reloads: Reloads folded into another instruction.
+        copies: Register copies.
+        spill_reload_cost: Spills and reloads (folded too) weighted by block frequency.
+        copy_cost: Copies weighted by block frequency.
+    """
+
+    spills: float = 0.0
+    reloads: float = 0.0
+    folded_spills: float = 0.0
+    folded_reloads: float = 0.0
+    copies: float = 0.0
+    spill_reload_cost: float = 0.0
+    copy_cost: float = 0.0
+
+
+def _yaml_scalar(text: str) -> str:
+    """A YAML flow scalar as LLVM's remark writer quotes it (plain, '...' or "...")."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1].replace("''", "'")
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        return json.loads(text)
+    return text
+
+
+_ARG = re.compile(r"^\s*-\s+(\w+):\s*(.*)$")
+
+
+def parse_cost_remarks(text: str) -> dict[str, FunctionCost]:
+    """Each function's cost from the YAML of ``-pass-remarks-output`` of the cost pass.
+
+    Other passes' remarks in the file are left out.
+    """
+    costs: dict[str, FunctionCost] = {}
+    doc: dict[str, str] = {}
+    args: dict[str, str] = {}
+
+    def finish() -> None:
+        if doc.get("Pass") == "mlbridge-regalloc-cost" and "Function" in doc:
+            values = {COST_FIELDS[k]: float(_yaml_scalar(v)) for k, v in args.items()}
+            costs[doc["Function"]] = FunctionCost(**values)
+
+    for line in text.splitlines():
+        if line.startswith("---"):
+            finish()
+            doc, args = {}, {}
+        elif m := _ARG.match(line):
+            if m.group(1) in COST_FIELDS:
+                args[m.group(1)] = m.group(2)
+        elif ":" in line and not line.startswith(" "):
+            key, _, value = line.partition(":")
+            doc[key.strip()] = _yaml_scalar(value)
+    finish()
+    return costs
+
+
+# -- tools --------------------------------------------------------------------------------
+
+
+def find_llc_plugin(build_dir: str | Path | None = None) -> Path:
+    """The llc plugin (``MLBridgeLLCPlugin.so``) of ``build_dir``.
+
+    Args:
+        build_dir: The build folder; default ``$MLBRIDGE_BUILD_DIR``, else ``<checkout>/build``.
+
+    Raises:
+        RegallocTrainError: If it is not built.
+    """
+    folder = Path(build_dir) if build_dir is not None else default_build_dir()
+    if folder is None:
+        raise RegallocTrainError("no build folder: set MLBRIDGE_BUILD_DIR or pass --build-dir")
+    path = plugin_path("llc", folder)
+    if not path.is_file():
+        raise RegallocTrainError(
+            f"{path} is not built: run `mlbridge build` (or point MLBRIDGE_BUILD_DIR at a "
+            "build folder that has it)"
+        )
+    return path
+
+
+def _run(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RegallocTrainError(
+            f"{argv[0]} took more than {timeout:.0f} s: {' '.join(argv)}"
+        ) from None
+    except OSError as e:
+        raise RegallocTrainError(f"cannot run {argv[0]}: {e}") from None
+    if proc.returncode != 0:
+        raise RegallocTrainError(
+            f"{' '.join(argv)} failed (exit status {proc.returncode}): {proc.stderr[-2000:]}"
+        )
+    return proc
+
+
+def optimize_module(module: Path, out: Path, timeout: float = 300.0) -> Path:
+    """``opt-22 -O2 module -o out``."""
+    _run([find_llvm_tool("opt"), "-O2", str(module), "-o", str(out)], timeout)
+    return out
+
+
+def function_costs(mir: Path, plugin: Path, timeout: float = 300.0) -> dict[str, FunctionCost]:
+    """Each function's cost in ``mir`` (MIR after the rewriter), by ``mlbridge-regalloc-cost``."""
+    remarks = mir.with_suffix(".costs.yaml")
+    _run(
+        [find_llvm_tool("llc"), f"-load-pass-plugin={plugin}",
+         "-run-pass=mlbridge-regalloc-cost", f"-pass-remarks-output={remarks}", str(mir),
+         "-o", os.devnull],
+        timeout,
+    )  # fmt: skip
+    try:
+        return parse_cost_remarks(remarks.read_text())
+    finally:
+        remarks.unlink(missing_ok=True)
+
+
+def _llc_base(plugin: Path) -> list[str]:
+    # The plugin is loaded for every allocator, so that MIR of each parses the same way.
+    return [find_llvm_tool("llc"), "-O2", f"-load-pass-plugin={plugin}"]
+
+
+def allocate(
+    module: Path,
+    plugin: Path,
+    options: Sequence[str],
+    work: Path,
+    *,
+    text_bytes: bool = False,
+    timeout: float = 300.0,
+) -> tuple[dict[str, FunctionCost], int | None]:
+    """Allocates ``module`` in-process with llc ``options``; each function's cost.
+
+    Args:
+        module: Optimised bitcode.
+        plugin: The llc plugin.
+        options: The allocator's options (``[]``: greedy; ``["-regalloc=basic"]``; ...).
+        work: A folder for the MIR and the object.
+        text_bytes: Also compile to an object and measure its ``.text``.
+        timeout: Bound of each llc run.
+
+    Returns:
+        The costs, and the ``.text`` bytes (``None`` unless ``text_bytes``).
+    """
+    mir = work / f"{module.stem}.mir"
+    _run([*_llc_base(plugin), *options, "-stop-after=virtregrewriter", str(module),
+          "-o", str(mir)], timeout)  # fmt: skip
+    try:
+        costs = function_costs(mir, plugin, timeout)
+    finally:
+        mir.unlink(missing_ok=True)
+    text = None
+    if text_bytes:
+        obj = work / f"{module.stem}.o"
+        _run([*_llc_base(plugin), "-filetype=obj", *options, str(module), "-o", str(obj)], timeout)
+        text = object_sizes(obj).text
+        obj.unlink(missing_ok=True)
+    return costs, text
+
+
+def _mlbridge(*options: str) -> list[str]:
+    return ["-regalloc=mlbridge", *options]
+
+
+# -- rollouts -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Reservoir:
+    """A uniform sample of at most ``capacity`` of a function's decisions (Vitter's R)."""
+
+    capacity: int
+    seen: int = 0
+    observations: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Rollout:
+    """One allocation of a module over the pipe.
+
+    Attributes:
+        module: The optimised module.
+        costs: Each function's cost.
+        decisions: Each function's number of decisions.
+        observations: Each function's recorded decisions (a uniform sample).
+        actions: The actions of ``observations``.
+        seconds: Wall time of the llc run and the cost run.
+    """
+
+    module: Path
+    costs: dict[str, FunctionCost]
+    decisions: dict[str, int]
+    observations: dict[str, list[dict[str, Any]]]
+    actions: dict[str, list[int]]
+    seconds: float
+
+    @property
+    def total_decisions(self) -> int:
+        """Decisions over every function."""
+        return sum(self.decisions.values())
+
+
+def rollout(
+    module: Path,
+    choose: Callable[[Obs], int],
+    plugin: Path,
+    work: Path,
+    *,
+    keep_per_function: int,
+    rng: np.random.Generator,
+    max_decisions: int | None = None,
+    timeout: float = 300.0,
+) -> Rollout:
+    """Allocates ``module`` with ``choose`` answering every decision over the pipe.
+
+    Args:
+        module: Optimised bitcode.
+        choose: The policy: observation to action index.
+        plugin: The llc plugin.
+        work: A folder for the MIR.
+        keep_per_function: Decisions recorded per function (uniformly drawn).
+        rng: Draws the recorded decisions.
+        max_decisions: End the session (:class:`~mlbridge.errors.PipeError`) after this many.
+        timeout: Bound of every wait.
+
+    Raises:
+        PipeError: If the session fails or asks more than ``max_decisions``.
+        RegallocTrainError: If the cost run fails.
+    """
+    from mlbridge.regalloc.gnn import compact_observation
+
+    start = time.perf_counter()
+    kept: dict[str, _Reservoir] = {}
+    last_edges: dict[str, Any] = {}
+
+    def policy(obs: Any) -> np.ndarray:
+        action = int(choose(obs))
+        if np.asarray(obs[MASK]).reshape(-1)[action] == 0:
+            raise RegallocTrainError(f"the policy chose the illegal action {action}")
+        name = str(obs.context)
+        r = kept.setdefault(name, _Reservoir(keep_per_function))
+        r.seen += 1
+        slot = len(r.actions) if len(r.actions) < r.capacity else int(rng.integers(r.seen))
+        if slot < r.capacity:
+            sample = compact_observation(obs, last_edges.get(name))
+            last_edges[name] = sample
+            if slot == len(r.actions):
+                r.observations.append(sample)
+                r.actions.append(action)
+            else:
+                r.observations[slot] = sample
+                r.actions[slot] = action
+        return np.array([action], dtype=np.int64)
+
+    mir = work / f"{module.stem}.rollout.mir"
+    command = [*_llc_base(plugin), *_mlbridge("-mlbridge-regalloc-runner=pipe",
+               "-mlbridge-regalloc-channel={base}"), "-stop-after=virtregrewriter",
+               str(module), "-o", str(mir)]  # fmt: skip
+    try:
+        drive_compiler(
+            command,
+            policy,
+            serdes="bitstream",
+            timeout=timeout,
+            require_end=True,
+            max_queries=max_decisions,
+            parent=work,
+        )
+        costs = function_costs(mir, plugin, timeout)
+    finally:
+        mir.unlink(missing_ok=True)
+    return Rollout(
+        module,
+        costs,
+        {k: r.seen for k, r in kept.items()},
+        {k: r.observations for k, r in kept.items()},
+        {k: r.actions for k, r in kept.items()},
+        time.perf_counter() - start,
+    )
+
+
+# -- modules ------------------------------------------------------------------------------
+
+
+@dataclass
+class TrainingModule:
+    """A training module, optimised, with the basic policy's cost per function.
+
+    Attributes:
+        source: The corpus bitcode.
+        optimized: After ``opt-22 -O2``.
+        basic: Each function's cost with the built-in basic policy.
+    """
+
+    source: Path
+    optimized: Path
+    basic: dict[str, FunctionCost]
+
+    @property
+    def basic_cost(self) -> float:
+        """The basic policy's ``SpillReloadCost`` over every function."""
+        return sum(c.spill_reload_cost for c in self.basic.values())
+
+
+def select_modules(
+    manifest: Any,
+    split: str,
+    *,
+    max_instructions: int | None = 3000,
+    min_instructions: int = 50,
+    max_modules: int | None = None,
+) -> list[Any]:
+    """The ``split`` modules of a corpus manifest within an IR-instruction range.
+
+    Args:
+        manifest: A :class:`mlbridge.corpus.Manifest`.
+        split: ``train`` or ``heldout``.
+        max_instructions: Leave out larger modules (before ``-O2``; ``None``: no bound).
+        min_instructions: Leave out modules with almost no code.
+        max_modules: Keep at most this many, spread evenly over the corpus order (projects
+            stay mixed).
+
+    Returns:
+        The :class:`mlbridge.corpus.ModuleEntry` objects.
+    """
+    modules = [
+        m
+        for m in manifest.ok_modules(split=split)
+        if int(m.stats.get("instructions", 0)) >= min_instructions
+        and (max_instructions is None or int(m.stats.get("instructions", 0)) <= max_instructions)
+    ]
+    if max_modules is not None and len(modules) > max_modules:
+        stride = len(modules) / max_modules
+        modules = [modules[int(i * stride)] for i in range(max_modules)]
+    return modules
+
+
+def _log(message: str, log: Log | None) -> None:
+    if log is not None:
+        log(message)
+
+
+def _map(jobs: int, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        return list(pool.map(fn, items))
+
+
+# -- training -----------------------------------------------------------------------------
+
+
+class _Training:
+    """What the stages share: modules, settings, the generator, the work folder, the log."""
+
+    def __init__(
+        self,
+        modules: list[TrainingModule],
+        config: RegallocTrainConfig,
+        plugin: Path,
+        work: Path,
+        log: Log | None,
+    ) -> None:
+        self.modules = modules
+        self.config = config
+        self.plugin = plugin
+        self.work = work
+        self.log = log
+        self.rng = np.random.default_rng(config.seed)
+        self.start = time.perf_counter()
+        self.samples: list[dict[str, Any]] = []  # for the export check
+        self.too_large: set[Path] = set()
+
+    def draw(self, n: int, *, spilling: bool = False) -> list[TrainingModule]:
+        """``n`` modules drawn without replacement.
+
+        With ``spilling``, among those where the basic policy spills (if any does).
+        """
+        pool = [m for m in self.modules if m.optimized not in self.too_large]
+        if spilling and any(m.basic_cost > 0 for m in pool):
+            pool = [m for m in pool if m.basic_cost > 0]
+        if n >= len(pool):
+            return list(pool)
+        return [pool[i] for i in sorted(self.rng.choice(len(pool), size=n, replace=False))]
+
+    def rollouts(
+        self, tasks: Sequence[tuple[TrainingModule, Callable[[Obs], int], int]]
+    ) -> list[tuple[TrainingModule, Rollout | None]]:
+        """Runs ``(module, choose, seed)`` rollouts, ``jobs`` at once; ``None``: too large."""
+        config = self.config
+
+        def one(task: tuple[TrainingModule, Callable[[Obs], int], int]) -> Any:
+            module, choose, seed = task
+            folder = Path(tempfile.mkdtemp(prefix="rollout-", dir=self.work))
+            try:
+                return module, rollout(
+                    module.optimized,
+                    choose,
+                    self.plugin,
+                    folder,
+                    keep_per_function=config.samples_per_function,
+                    rng=np.random.default_rng(seed),
+                    max_decisions=config.max_decisions,
+                    timeout=config.timeout,
+                )
+            except PipeError as e:
+                if "max_queries" not in str(e):
+                    raise
+                # llc has reported the ended session on stderr ("the model closed ...").
+                if module.optimized not in self.too_large:
+                    _log(
+                        f"{module.source} asks more than {config.max_decisions} decisions "
+                        "(the session was ended): left out from now on",
+                        self.log,
+                    )
+                self.too_large.add(module.optimized)
+                return module, None
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        return _map(config.jobs, one, tasks)
+
+
+def _prepare(
+    sources: Sequence[Path], config: RegallocTrainConfig, plugin: Path, work: Path, log: Log | None
+) -> list[TrainingModule]:
+    """``opt-22 -O2`` of every module and the basic policy's costs."""
+    t0 = time.perf_counter()
+    (work / "opt").mkdir(parents=True, exist_ok=True)
+
+    def one(item: tuple[int, Path]) -> TrainingModule:
+        i, source = item
+        out = optimize_module(source, work / "opt" / f"{i:04d}-{source.stem}.bc", config.timeout)
+        costs, _ = allocate(out, plugin, _mlbridge(), work / "opt", timeout=config.timeout)
+        return TrainingModule(source, out, costs)
+
+    items = list(enumerate(sources))
+    modules = _map(config.jobs, one, items)
+    _log(
+        f"prepared {len(modules)} training modules (opt-22 -O2, the basic policy's costs: "
+        f"SpillReloadCost {sum(m.basic_cost for m in modules):.0f}) in "
+        f"{time.perf_counter() - t0:.0f} s",
+        log,
+    )
+    return modules
+
+
+def _clone(training: _Training, policy: Any) -> dict[str, Any]:
+    """Records the basic policy's decisions and trains ``policy`` to make them."""
+    import torch
+
+    config, rng, log = training.config, training.rng, training.log
+    t0 = time.perf_counter()
+    chosen = training.draw(config.bc_modules)
+
+    def teacher(obs: Obs) -> int:
+        return int(basic_policy(obs)[0])
+
+    runs = training.rollouts([(m, teacher, int(rng.integers(2**63))) for m in chosen])
+    samples, actions = [], []
+    for _, r in runs:
+        if r is None:
+            continue
+        for name in r.observations:
+            samples.extend(r.observations[name])
+            actions.extend(r.actions[name])
+    skipped = sum(r is None for _, r in runs)
+    if not samples:
+        raise RegallocTrainError(
+            f"no decision recorded on {len(chosen)} modules (every one asks more than "
+            f"{config.max_decisions} decisions?)"
+        )
+    training.samples.extend(samples)
+    collected = time.perf_counter() - t0
+    order = rng.permutation(len(samples))
+    n_valid = max(1, len(samples) // 10)
+    valid, train = order[:n_valid], order[n_valid:] if len(samples) > 1 else order
+    optimizer = torch.optim.Adam(policy.parameters(), lr=config.bc_learning_rate)
+    from mlbridge.regalloc.gnn import collate
+
+    def agreement_on(indices: np.ndarray) -> float:
+        agree = 0
+        for k in range(0, len(indices), 256):
+            part = indices[k : k + 256]
+            batch = collate([samples[i] for i in part], [actions[i] for i in part])
+            got = policy.batch_actions(batch).numpy()
+            agree += int((got == np.array([actions[i] for i in part])).sum())
+        return agree / max(1, len(indices))
+
+    epochs = []
+    for epoch in range(config.bc_epochs):
+        policy.train()
+        rng.shuffle(train)
+        losses = []
+        for k in range(0, len(train), config.batch_size):
+            part = train[k : k + config.batch_size]
+            batch = collate([samples[i] for i in part], [actions[i] for i in part])
+            logp, _ = policy.batch_log_probs(batch)
+            loss = -logp.mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.detach()))
+        policy.eval()
+        record = {
+            "epoch": epoch + 1,
+            "loss": float(np.mean(losses)) if losses else 0.0,
+            "agreement_validation": agreement_on(valid),
+        }
+        epochs.append(record)
+        _log(
+            f"cloning epoch {epoch + 1}/{config.bc_epochs}: loss {record['loss']:.3f}, "
+            f"deterministic policy = basic policy on {record['agreement_validation'] * 100:.1f}% "
+            f"of {len(valid)} held-aside decisions",
+            log,
+        )
+    agents = np.array([int(s["agent"][0]) for s in samples])
+    by_agent = {}
+    for agent, label in ((0, "priority"), (1, "coloring")):
+        idx = np.flatnonzero(agents == agent)
+        by_agent[label] = {"decisions": int(idx.size), "agreement": agreement_on(idx)}
+    result = {
+        "modules": len(chosen),
+        "modules_too_large": skipped,
+        "decisions": len(samples),
+        "collection_seconds": collected,
+        "epochs": epochs,
+        "agreement_all": agreement_on(np.arange(len(samples))),
+        "agreement_by_agent": by_agent,
+        "seconds": time.perf_counter() - t0,
+    }
+    _log(
+        f"behaviour cloning of the basic policy on {len(samples)} decisions of "
+        f"{len(chosen) - skipped} modules: the deterministic policy agrees on "
+        f"{result['agreement_all'] * 100:.1f}% (priority "
+        f"{by_agent['priority']['agreement'] * 100:.1f}%, coloring "
+        f"{by_agent['coloring']['agreement'] * 100:.1f}%), {result['seconds']:.0f} s",
+        log,
+    )
+    return result
+
+
+def _sampler(policy: Any, seed: int, temperature: float) -> Callable[[Obs], int]:
+    sampler = np.random.default_rng(seed)
+
+    def choose(obs: Obs) -> int:
+        p = policy.probabilities(obs, temperature)
+        return int(sampler.choice(len(p), p=p / p.sum()))
+
+    return choose
+
+
+def _advantages(
+    runs: Sequence[tuple[TrainingModule, Rollout]],
+) -> tuple[list[tuple[float, float, list[dict[str, Any]], list[int]]], dict[str, float]]:
+    """Per function: (advantage, decisions / kept, samples, actions), and the totals.
+
+    The totals: the sampled and the basic policy's ``SpillReloadCost``, the functions
+    where sampling did better and worse, and the mean relative change over the functions
+    that spill under either.
+    """
+    items = []
+    sampled = basic = 0.0
+    better = worse = 0
+    relative = []
+    for module, r in runs:
+        for name, n in r.decisions.items():
+            cost = r.costs.get(name, FunctionCost()).spill_reload_cost
+            base = module.basic.get(name, FunctionCost()).spill_reload_cost
+            sampled += cost
+            basic += base
+            better += cost < base
+            worse += cost > base
+            advantage = (base - cost) / max(base, cost, 1.0)
+            if base > 0 or cost > 0:
+                relative.append(-advantage)
+            if advantage != 0.0 and r.actions[name]:
+                items.append(
+                    (advantage, n / len(r.actions[name]), r.observations[name], r.actions[name])
+                )
+    rms = float(np.sqrt(np.mean([a * a for a, *_ in items]))) if items else 1.0
+    items = [(a / max(rms, 1e-8), w, o, x) for a, w, o, x in items]
+    return items, {
+        "sampled_cost": sampled,
+        "basic_cost": basic,
+        "functions_better": better,
+        "functions_worse": worse,
+        # Per function that spills: (sampled - basic) / the larger, averaged.
+        "mean_relative_change": float(np.mean(relative)) if relative else 0.0,
+    }
+
+
+def _reinforce_step(
+    policy: Any, optimizer: Any, items: Sequence[Any], config: RegallocTrainConfig
+) -> tuple[float, float]:
+    """One REINFORCE update from ``items`` (see :func:`_advantages`): loss, mean entropy."""
+    import torch
+
+    from mlbridge.regalloc.gnn import collate
+
+    samples, actions, weights = [], [], []
+    for advantage, scale, observations, acts in items:
+        samples.extend(observations)
+        actions.extend(acts)
+        weights.extend([advantage * scale] * len(acts))
+    if not samples:
+        return 0.0, 0.0
+    policy.train()
+    optimizer.zero_grad()
+    # Every function's summed log-probability, over batches; one step for the iteration.
+    n_functions = len(items)
+    total_loss, entropies = 0.0, []
+    for k in range(0, len(samples), config.batch_size):
+        batch = collate(samples[k : k + config.batch_size], actions[k : k + config.batch_size])
+        logp, entropy = policy.batch_log_probs(batch, config.temperature)
+        w = torch.tensor(weights[k : k + config.batch_size], dtype=torch.float32)
+        loss = -(w * logp).sum() / n_functions - config.entropy * entropy.sum() / len(samples)
+        loss.backward()
+        total_loss += float(loss.detach())
+        entropies.append(entropy.detach())
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+    optimizer.step()
+    policy.eval()
+    return total_loss, float(torch.cat(entropies).mean())
+
+
+def _fine_tune(training: _Training, policy: Any) -> list[dict[str, Any]]:
+    """``iterations`` REINFORCE updates; one record per iteration."""
+    import torch
+
+    config, rng, log = training.config, training.rng, training.log
+    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+    history: list[dict[str, Any]] = []
+    iterations: Iterable[int] = range(config.iterations)
+    if log is not None:
+        iterations = track(
+            iterations, description="mlbridge train regalloc: REINFORCE", unit="iteration"
+        )
+    for it in iterations:
+        t0 = time.perf_counter()
+        policy.eval()
+        tasks = [
+            (m, _sampler(policy, int(rng.integers(2**63)), config.temperature),
+             int(rng.integers(2**63)))
+            for m in training.draw(config.modules_per_iteration, spilling=True)
+            for _ in range(config.episodes_per_module)
+        ]  # fmt: skip
+        runs = [(m, r) for m, r in training.rollouts(tasks) if r is not None]
+        items, totals = _advantages(runs)
+        loss, entropy = _reinforce_step(policy, optimizer, items, config)
+        for _, r in runs[:2]:  # a few for the export check
+            for name in r.observations:
+                training.samples.extend(r.observations[name][:4])
+        basic_cost = totals["basic_cost"]
+        ratio = totals["sampled_cost"] / basic_cost - 1.0 if basic_cost else 0.0
+        record = {
+            "iteration": it + 1,
+            "rollouts": len(runs),
+            "decisions": sum(r.total_decisions for _, r in runs),
+            **totals,
+            "sampled_vs_basic": ratio,
+            "functions_with_signal": len(items),
+            "loss": loss,
+            "entropy": entropy,
+            "seconds": time.perf_counter() - t0,
+            "elapsed_seconds": time.perf_counter() - training.start,
+        }
+        history.append(record)
+        _log(
+            f"iteration {it + 1}/{config.iterations}: sampled SpillReloadCost "
+            f"{totals['sampled_cost']:.0f} vs basic policy {basic_cost:.0f} ({ratio * 100:+.1f}%"
+            f"; {totals['mean_relative_change'] * 100:+.1f}% per spilling function), "
+            f"functions better {totals['functions_better']}, worse "
+            f"{totals['functions_worse']}, entropy {entropy:.3f}, {record['seconds']:.0f} s",
+            log,
+        )
+    return history
+
+
+def _greedy_cost(
+    training: _Training, policy: Any, modules: Sequence[TrainingModule], label: str
+) -> float:
+    """Total ``SpillReloadCost`` of ``policy``'s ONNX export in-process on ``modules``."""
+    folder = Path(tempfile.mkdtemp(prefix=f"validate-{label}-", dir=training.work))
+    model = policy.to_onnx(folder / "agent.onnx")
+
+    def one(m: TrainingModule) -> float:
+        costs, _ = allocate(
+            m.optimized,
+            training.plugin,
+            _mlbridge(f"-mlbridge-regalloc-model={model}"),
+            folder,
+            timeout=training.config.timeout,
+        )
+        return sum(c.spill_reload_cost for c in costs.values())
+
+    return float(sum(_map(training.config.jobs, one, list(modules))))
+
+
+def _validate(training: _Training, tuned: Any, cloned: Any) -> dict[str, Any]:
+    """The deterministic cloned and fine-tuned policies on the same drawn modules."""
+    t0 = time.perf_counter()
+    chosen = training.draw(training.config.validation_modules)
+    cost_tuned = _greedy_cost(training, tuned, chosen, "tuned")
+    cost_cloned = _greedy_cost(training, cloned, chosen, "cloned")
+    basic = sum(m.basic_cost for m in chosen)
+    keep = "fine-tuned" if cost_tuned <= cost_cloned else "cloned"
+    record = {
+        "modules": len(chosen),
+        "spill_reload_cost_basic_policy": basic,
+        "spill_reload_cost_cloned": cost_cloned,
+        "spill_reload_cost_fine_tuned": cost_tuned,
+        "kept": keep,
+        "seconds": time.perf_counter() - t0,
+    }
+    _log(
+        f"validation on {len(chosen)} training modules: SpillReloadCost basic policy "
+        f"{basic:.0f}, cloned {cost_cloned:.0f}, fine-tuned {cost_tuned:.0f}: keeping the "
+        f"{keep} policy",
+        training.log,
+    )
+    return record
+
+
+def train_regalloc(
+    modules: Sequence[Path],
+    config: RegallocTrainConfig | None = None,
+    *,
+    plugin: str | Path | None = None,
+    work: str | Path | None = None,
+    log: Log | None = None,
+) -> tuple[Any, dict[str, Any], list[dict[str, Any]]]:
+    """Trains a :class:`~mlbridge.regalloc.gnn.RegallocGNN` on ``modules``.
+
+    Args:
+        modules: Training modules (the corpus's bitcode, before optimisation).
+        config: Settings (default :class:`RegallocTrainConfig`).
+        plugin: The llc plugin (default: the build's).
+        work: A folder for the optimised modules and the rollouts (default: a temporary
+            one, removed at the end).
+        log: Called with one progress line per stage step.
+
+    Returns:
+        The trained policy (in eval mode), the training history (preparation, cloning,
+        per iteration, validation) and recorded observations (for checking the export).
+
+    Raises:
+        RegallocTrainError: If a tool fails or nothing can be recorded.
+        MLBridgeError: If a pipe session fails.
+    """
+    import torch
+
+    from mlbridge.regalloc.gnn import RegallocGNN
+
+    config = config or RegallocTrainConfig()
+    if not modules:
+        raise ValueError("no training module")
+    if config.episodes_per_module < 1 or config.modules_per_iteration < 1:
+        raise ValueError("episodes_per_module and modules_per_iteration must be at least 1")
+    plugin_file = Path(plugin) if plugin is not None else find_llc_plugin()
+    torch.manual_seed(config.seed)
+    # Compilations run in other processes; more torch threads would only compete with them.
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory(prefix="mlbridge-train-regalloc-") as tmp:
+        folder = Path(work) if work is not None else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        prepared = _prepare(list(modules), config, plugin_file, folder, log)
+        training = _Training(prepared, config, plugin_file, folder, log)
+        policy = RegallocGNN(config.hidden, config.rounds)
+        result: dict[str, Any] = {
+            "training_modules": len(prepared),
+            "basic_policy_spill_reload_cost": sum(m.basic_cost for m in prepared),
+        }
+        if config.bc_modules > 0:
+            result["cloning"] = _clone(training, policy)
+        cloned = copy.deepcopy(policy)
+        result["iterations"] = _fine_tune(training, policy)
+        if config.iterations > 0 and config.validation_modules > 0:
+            result["validation"] = _validate(training, policy, cloned)
+            if result["validation"]["kept"] == "cloned":
+                policy = cloned
+        result["modules_too_large"] = sorted(str(p) for p in training.too_large)
+    policy.eval()
+    policy.metadata.update(
+        {
+            "trainer": "mlbridge train regalloc (behaviour cloning of the basic policy, then "
+            "REINFORCE with the basic policy's cost per function as the baseline)",
+            "config": asdict(config),
+            "training_modules": len(modules),
+        }
+    )
+    return policy, result, training.samples
+
+
+# -- held-out evaluation ------------------------------------------------------------------
+
+
+def heldout_allocators(onnx_path: Path) -> dict[str, list[str]]:
+    """The allocators :func:`evaluate_heldout` compares, as llc options."""
+    return {
+        "greedy": [],
+        "LLVM basic": ["-regalloc=basic"],
+        "basic policy": _mlbridge(),
+        "trained model": _mlbridge(f"-mlbridge-regalloc-model={onnx_path}"),
+    }
+
+
+@dataclass
+class HeldoutRow:
+    """One held-out module under one allocator.
+
+    Attributes:
+        project: The corpus project.
+        module: The module (corpus id).
+        allocator: See :func:`heldout_allocators`.
+        spill_reload_cost: Over its functions.
+        copy_cost: Over its functions.
+        spills: Spill stores, folded ones included.
+        reloads: Reloads, folded ones included.
+        text_bytes: ``.text`` of its object.
+        seconds: Wall time of its llc and cost runs.
+    """
+
+    project: str
+    module: str
+    allocator: str
+    spill_reload_cost: float
+    copy_cost: float
+    spills: float
+    reloads: float
+    text_bytes: int
+    seconds: float
+
+
+def evaluate_heldout(
+    onnx_path: str | Path,
+    modules: Sequence[Any],
+    *,
+    plugin: str | Path | None = None,
+    jobs: int = 2,
+    timeout: float = 600.0,
+    log: Log | None = None,
+) -> list[HeldoutRow]:
+    """Costs and ``.text`` of ``modules`` under each of :func:`heldout_allocators`.
+
+    Args:
+        onnx_path: The trained model.
+        modules: :class:`mlbridge.corpus.ModuleEntry` objects (``.bitcode_path``,
+            ``.project``, ``.id``).
+        plugin: The llc plugin (default: the build's).
+        jobs: Compilations at once.
+        timeout: Bound of every tool run.
+        log: Progress sink.
+
+    Raises:
+        RegallocTrainError: If a tool fails.
+    """
+    plugin_file = Path(plugin) if plugin is not None else find_llc_plugin()
+    allocators = heldout_allocators(Path(onnx_path).resolve())
+    done = 0
+
+    with tempfile.TemporaryDirectory(prefix="mlbridge-regalloc-eval-") as tmp:
+
+        def one(item: tuple[int, Any]) -> list[HeldoutRow]:
+            nonlocal done
+            i, entry = item
+            folder = Path(tmp) / f"{i:04d}"
+            folder.mkdir()
+            bc = optimize_module(entry.bitcode_path, folder / f"{i:04d}.bc", timeout)
+            rows = []
+            for name, options in allocators.items():
+                t0 = time.perf_counter()
+                costs, text = allocate(
+                    bc, plugin_file, options, folder, text_bytes=True, timeout=timeout
+                )
+                rows.append(
+                    HeldoutRow(
+                        entry.project,
+                        entry.id,
+                        name,
+                        sum(c.spill_reload_cost for c in costs.values()),
+                        sum(c.copy_cost for c in costs.values()),
+                        sum(c.spills + c.folded_spills for c in costs.values()),
+                        sum(c.reloads + c.folded_reloads for c in costs.values()),
+                        int(text or 0),
+                        time.perf_counter() - t0,
+                    )
+                )
+            done += 1
+            by = {r.allocator: r for r in rows}
+            _log(
+                f"held-out {done}/{len(modules)} {entry.id}: SpillReloadCost basic policy "
+                f"{by['basic policy'].spill_reload_cost:.0f}, trained model "
+                f"{by['trained model'].spill_reload_cost:.0f}, greedy "
+                f"{by['greedy'].spill_reload_cost:.0f}",
+                log,
+            )
+            return rows
+
+        with ThreadPoolExecutor(max(1, jobs)) as ex:
+            results: Iterable[list[HeldoutRow]] = ex.map(one, enumerate(modules))
+            if log is not None:
+                results = track(
+                    results,
+                    total=len(modules),
+                    description="mlbridge train regalloc: held-out",
+                    unit="module",
+                )
+            return [row for rows in results for row in rows]
+
+
+def summarize_heldout(rows: Sequence[HeldoutRow]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per project (then ``all``), per allocator: sums of costs and ``.text`` bytes."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    projects = list(dict.fromkeys(r.project for r in rows))
+    for project in [*projects, "all"]:
+        for r in rows:
+            if project not in (r.project, "all"):
+                continue
+            s = out.setdefault(project, {}).setdefault(
+                r.allocator,
+                {"modules": 0, "spill_reload_cost": 0.0, "copy_cost": 0.0, "spills": 0.0,
+                 "reloads": 0.0, "text_bytes": 0, "seconds": 0.0},
+            )  # fmt: skip
+            s["modules"] += 1
+            for key in ("spill_reload_cost", "copy_cost", "spills", "reloads", "seconds"):
+                s[key] += getattr(r, key)
+            s["text_bytes"] += r.text_bytes
+    return out
+
+
+def heldout_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
+    """The summary as a Markdown table (one row per project and allocator)."""
+    lines = [
+        "| project | allocator | SpillReloadCost | vs basic policy | .text bytes "
+        "| vs basic policy |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+
+    def rel(value: float, base: float) -> str:
+        return f"{(value / base - 1) * 100:+.1f}%" if base else "n/a"
+
+    for project, by in summary.items():
+        base = by.get("basic policy", {})
+        for name, s in by.items():
+            cost, text = float(s["spill_reload_cost"]), float(s["text_bytes"])
+            lines.append(
+                f"| {project} | {name} | {cost:.0f} | "
+                f"{rel(cost, float(base.get('spill_reload_cost', 0.0)))} | {int(text)} | "
+                f"{rel(text, float(base.get('text_bytes', 0.0)))} |"
+            )
+    return "\n".join(lines)
+
+
+def write_metrics(path: str | Path, metrics: dict[str, Any]) -> Path:
+    """Writes the training metrics as JSON (with the machine they came from)."""
+    path = Path(path)
+    machine = {"node": platform.node(), "python": platform.python_version()}
+    path.write_text(json.dumps({"machine": machine, **metrics}, indent=2, default=str) + "\n")
+    return path
+
+
+def stderr_log(line: str) -> None:
+    """The progress sink of the command line."""
+    print(f"mlbridge train regalloc: {line}", file=sys.stderr, flush=True)

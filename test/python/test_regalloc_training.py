@@ -1,0 +1,311 @@
+"""The ML register allocator's trainable agents: the graph policy, its export, the trainer.
+
+The graph policy (mlbridge.regalloc.gnn) takes graphs without edges and coloring queries
+without candidates, never picks an illegal action, reads back from JSON exactly, and its
+ONNX export (one model, an If on agent) answers as PyTorch on the observations of real llc
+sessions and allocates inside llc a program that prints the right result. A tiny
+`mlbridge train regalloc` run writes its outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from conftest import REPO, built_plugin
+
+from mlbridge.compiler.pipe import drive_compiler
+from mlbridge.errors import MLBridgeError
+from mlbridge.regalloc import ADVICE, NODE_FEATURES, REGISTER_FEATURES, basic_policy
+from mlbridge.regalloc.gnn import (
+    ILLEGAL_SCORE,
+    RegallocGNN,
+    agreement,
+    collate,
+    compact_observation,
+    onnx_feeds,
+)
+from mlbridge.regalloc.trainer import parse_cost_remarks
+
+PRESSURE = REPO / "test" / "lit" / "Inputs" / "regalloc-pressure.c"
+
+
+def _observation(
+    rng: np.random.Generator, agent: int, n: int, e: int, r: int, legal: float = 0.5
+) -> dict[str, np.ndarray]:
+    """A random observation of the allocator's interface (at least one legal action)."""
+    features = (rng.random((n, len(NODE_FEATURES))) * 5).astype(np.float32)
+    edges = np.sort(rng.integers(0, n, (e, 2)), axis=1).astype(np.int64)
+    size = n if agent == 0 else r + 1
+    mask = (rng.random(size) < legal).astype(np.int64)
+    mask[rng.integers(size)] = 1
+    return {
+        "agent": np.array([agent], np.int64),
+        "function_name": np.array(["f"], dtype=object),
+        "node_features": features,
+        "edges": edges.reshape(-1, 2),
+        "spill_weights": features[:, 0].copy(),
+        "node": np.array([rng.integers(n) if agent else -1], np.int64),
+        "register_features": rng.random((r if agent else 0, len(REGISTER_FEATURES))).astype(
+            np.float32
+        ),
+        "action_mask": mask,
+    }
+
+
+@pytest.fixture(scope="module")
+def policy() -> RegallocGNN:
+    torch.manual_seed(3)
+    return RegallocGNN(hidden=16).eval()
+
+
+@pytest.fixture(scope="module")
+def exported(policy: RegallocGNN, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return policy.to_onnx(tmp_path_factory.mktemp("regalloc-gnn") / "agent.onnx")
+
+
+@pytest.fixture(scope="module")
+def pressure_ll(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("regalloc-pressure") / "pressure.ll"
+    subprocess.run(
+        ["clang-22", "-O2", "-S", "-emit-llvm", str(PRESSURE), "-o", str(out)], check=True
+    )
+    return out
+
+
+def test_forward_shapes_with_no_edges_and_no_registers(policy: RegallocGNN) -> None:
+    rng = np.random.default_rng(0)
+    priority = _observation(rng, 0, 5, 0, 0)
+    assert policy.logits(priority).shape == (5,)
+    coloring = _observation(rng, 1, 4, 0, 0)
+    assert policy.logits(coloring).shape == (1,)  # spilling only
+    assert policy.act(coloring) == 0
+    one = _observation(rng, 1, 1, 0, 3)
+    assert policy.logits(one).shape == (4,)
+
+
+def test_onnx_export_runs_with_no_edges_and_no_registers(
+    policy: RegallocGNN, exported: Path
+) -> None:
+    session = ort.InferenceSession(str(exported), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(1)
+    for obs in (_observation(rng, 0, 3, 0, 0), _observation(rng, 1, 3, 0, 0)):
+        (got,) = session.run([ADVICE], onnx_feeds(obs))
+        assert got.dtype == np.int64 and got.shape == (1,)
+        assert int(got[0]) == policy.act(obs)
+
+
+def test_an_agent_other_than_priority_and_coloring_gets_the_last_action(
+    policy: RegallocGNN, exported: Path
+) -> None:
+    # Allocators with a split agent (agent 2) ask it with block candidates; the last
+    # action spills, the basic policy's answer.
+    obs = _observation(np.random.default_rng(7), 1, 6, 5, 0)
+    obs["agent"] = np.array([2], np.int64)
+    obs["action_mask"] = np.ones(4, np.int64)
+    session = ort.InferenceSession(str(exported), providers=["CPUExecutionProvider"])
+    (got,) = session.run([ADVICE], onnx_feeds(obs))
+    assert int(got[0]) == policy.act(obs) == 3
+
+
+def test_masking_never_picks_an_illegal_action(policy: RegallocGNN) -> None:
+    rng = np.random.default_rng(2)
+    for i in range(120):
+        obs = _observation(rng, i % 2, int(rng.integers(1, 40)), int(rng.integers(0, 80)),
+                           int(rng.integers(0, 17)), legal=0.2)  # fmt: skip
+        mask = obs["action_mask"]
+        assert mask[policy.act(obs)] == 1
+        p = policy.probabilities(obs)
+        assert p[mask == 0].sum() == 0.0 and p.sum() == pytest.approx(1.0)
+        logits = policy.logits(obs).detach().numpy()
+        assert (logits[mask == 0] == ILLEGAL_SCORE).all()
+
+
+def test_batched_log_probs_equal_each_observations_log_softmax(policy: RegallocGNN) -> None:
+    rng = np.random.default_rng(4)
+    samples = [
+        _observation(rng, i % 2, int(rng.integers(1, 30)), int(rng.integers(0, 60)),
+                     int(rng.integers(0, 17)))
+        for i in range(24)
+    ]  # fmt: skip
+    actions = [int(rng.choice(np.flatnonzero(s["action_mask"]))) for s in samples]
+    batch = collate(samples, actions)
+    logp, entropy = policy.batch_log_probs(batch)
+    expected = torch.stack(
+        [torch.log_softmax(policy.logits(s), 0)[a] for s, a in zip(samples, actions, strict=True)]
+    )
+    assert torch.allclose(logp, expected, atol=1e-5)
+    assert (entropy >= -1e-6).all()
+    assert policy.batch_actions(batch).tolist() == [policy.act(s) for s in samples]
+
+
+def test_json_round_trip_gives_identical_outputs(policy: RegallocGNN, tmp_path: Path) -> None:
+    policy.metadata["note"] = "round trip"
+    loaded = RegallocGNN.load(policy.save(tmp_path / "policy.json"))
+    assert loaded.metadata["note"] == "round trip"
+    assert (loaded.hidden, loaded.rounds) == (policy.hidden, policy.rounds)
+    rng = np.random.default_rng(5)
+    for i in range(20):
+        obs = _observation(rng, i % 2, 12, 20, 6)
+        assert torch.equal(loaded.logits(obs), policy.logits(obs))
+
+
+def test_load_refuses_a_file_that_is_not_a_policy(tmp_path: Path) -> None:
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"format": "mlbridge-phase-order-policy-2"}))
+    with pytest.raises(MLBridgeError, match="not a register-allocation policy"):
+        RegallocGNN.load(path)
+
+
+def test_onnx_export_is_one_model_with_an_if_on_agent(exported: Path) -> None:
+    model = onnx.load(str(exported))
+    assert [i.name for i in model.graph.input] == [
+        "agent", "function_name", "node_features", "edges", "spill_weights", "node",
+        "register_features", "action_mask",
+    ]  # fmt: skip
+    assert [o.name for o in model.graph.output] == [ADVICE]
+    assert [n.op_type for n in model.graph.node][-1] == "If"
+    assert model.ir_version == 8
+
+
+def test_onnx_export_agrees_with_pytorch_on_a_real_llc_session(
+    policy: RegallocGNN, exported: Path, pressure_ll: Path, tmp_path: Path
+) -> None:
+    # The policy itself allocates, so that the states are those it reaches.
+    samples: list[dict[str, np.ndarray]] = []
+
+    def record(obs: dict[str, np.ndarray]) -> np.ndarray:
+        samples.append(compact_observation(obs))
+        return np.array([basic_policy(obs)[0] if len(samples) % 3 else policy.act(obs)])
+
+    drive_compiler(
+        ["llc-22", "-O2", f"-load-pass-plugin={built_plugin('llc')}", "-regalloc=mlbridge",
+         "-mlbridge-regalloc-runner=pipe", "-mlbridge-regalloc-channel={base}",
+         str(pressure_ll), "-o", str(tmp_path / "out.s")],
+        record, serdes="bitstream", timeout=120, require_end=True,
+    )  # fmt: skip
+    agents = {int(s["agent"][0]) for s in samples}
+    assert agents == {0, 1} and len(samples) > 50
+    fraction, count = agreement(policy, exported, samples)
+    assert (fraction, count) == (1.0, len(samples))
+
+
+def test_parse_cost_remarks_reads_each_functions_cost() -> None:
+    text = """--- !Analysis
+Pass:            mlbridge-regalloc-cost
+Name:            AllocationCost
+Function:        'it''s'
+Args:
+  - String:          'spills '
+  - Spills:          '4'
+  - Reloads:         '3'
+  - FoldedSpills:    '1'
+  - FoldedReloads:   '0'
+  - Copies:          '6'
+  - SpillReloadCost: '231.500'
+  - CopyCost:        '161.000'
+...
+--- !Missed
+Pass:            other
+Function:        main
+Args:
+  - SpillReloadCost: '9'
+...
+--- !Analysis
+Pass:            mlbridge-regalloc-cost
+Name:            AllocationCost
+Function:        main
+Args:
+  - SpillReloadCost: '0.000'
+...
+"""
+    costs = parse_cost_remarks(text)
+    assert set(costs) == {"it's", "main"}
+    assert costs["it's"].spill_reload_cost == 231.5 and costs["it's"].spills == 4
+    assert costs["it's"].folded_spills == 1 and costs["it's"].copy_cost == 161.0
+    assert costs["main"].spill_reload_cost == 0.0
+
+
+# -- the command ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny `mlbridge train regalloc` run: 2 modules, 1 iteration, 1 held-out module each."""
+    from mlbridge.cli import main
+
+    out = tmp_path_factory.mktemp("train-regalloc")
+    options = "--max-modules 2 --bc-modules 2 --bc-epochs 2 --iterations 1 --seed 1 "
+    options += "--modules-per-iteration 2 --validation-modules 2 --heldout-max-modules 1"
+    status = main(["train", "regalloc", "-o", str(out), *options.split()])
+    assert status == 0
+    return out
+
+
+def test_train_regalloc_writes_policy_model_metrics_and_curve(trained: Path) -> None:
+    metrics = json.loads((trained / "metrics.json").read_text())
+    assert metrics["export_agreement"]["fraction"] == 1.0
+    assert metrics["export_agreement"]["samples"] > 0
+    assert len(metrics["training"]["iterations"]) == 1
+    assert metrics["training"]["cloning"]["decisions"] > 0
+    summary = metrics["heldout"]["summary"]
+    assert set(summary) == {"lua", "cmark-gfm", "all"}
+    assert set(summary["all"]) == {"greedy", "LLVM basic", "basic policy", "trained model"}
+    assert all(s["modules"] == 2 and s["text_bytes"] > 0 for s in summary["all"].values())
+    policy = RegallocGNN.load(trained / "policy.json")
+    assert policy.metadata["config"]["iterations"] == 1
+    onnx.checker.check_model(onnx.load(str(trained / "agent.onnx")))
+    assert (trained / "learning-curve.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_trained_model_allocates_inside_llc_and_the_program_prints_the_right_result(
+    trained: Path, pressure_ll: Path, tmp_path: Path
+) -> None:
+    asm = tmp_path / "out.s"
+    run = subprocess.run(
+        ["llc-22", "-O2", "-relocation-model=pic", f"-load-pass-plugin={built_plugin('llc')}",
+         "-regalloc=mlbridge", f"-mlbridge-regalloc-model={trained / 'agent.onnx'}",
+         "-verify-machineinstrs", str(pressure_ll), "-o", str(asm)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    subprocess.run(["clang-22", str(asm), "-o", str(tmp_path / "prog")], check=True)
+    out = subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True, check=True)
+    assert out.stdout == "mix=3015572717912299\n"
+
+
+def test_cli_lists_the_regalloc_trainer(capsys: pytest.CaptureFixture[str]) -> None:
+    from mlbridge.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "regalloc", "--help"])
+    assert exc.value.code == 0
+    assert "--iterations" in capsys.readouterr().out
+
+
+def test_reinforce_step_raises_the_probability_of_actions_that_did_better() -> None:
+    from mlbridge.regalloc.trainer import RegallocTrainConfig, _reinforce_step
+
+    torch.manual_seed(0)
+    policy = RegallocGNN(hidden=8).eval()
+    rng = np.random.default_rng(6)
+    samples = [_observation(rng, i % 2, 10, 15, 4, legal=1.0) for i in range(8)]
+    better = [int(rng.choice(np.flatnonzero(s["action_mask"]))) for s in samples]
+    worse = [(b + 1) % len(s["action_mask"]) for s, b in zip(samples, better, strict=True)]
+
+    def logp(actions: list[int]) -> float:
+        with torch.no_grad():
+            return float(policy.batch_log_probs(collate(samples, actions))[0].sum())
+
+    before_better, before_worse = logp(better), logp(worse)
+    optimizer = torch.optim.SGD(policy.parameters(), lr=0.01)
+    # One function whose sampled actions beat the basic policy, one whose actions lost.
+    items = [(1.0, 1.0, samples, better), (-1.0, 1.0, samples, worse)]
+    _reinforce_step(policy, optimizer, items, RegallocTrainConfig())
+    assert logp(better) - before_better > logp(worse) - before_worse
