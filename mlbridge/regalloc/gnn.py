@@ -48,6 +48,7 @@ import torch
 from mlbridge.errors import MLBridgeError
 from mlbridge.regalloc.interface import (
     ADVICE,
+    BLOCK_FEATURES,
     MASK,
     NODE_FEATURES,
     REGISTER_FEATURES,
@@ -779,5 +780,10 @@ def onnx_feeds(obs: Obs) -> dict[str, Array]:
         "register_features": np.asarray(obs["register_features"], dtype=np.float32).reshape(
             -1, len(REGISTER_FEATURES)
         ),
+        # The split agent's candidates (none for the agents the policy knows).
+        "block_features": np.asarray(
+            obs["block_features"] if "block_features" in obs else np.zeros((0, 0)),
+            dtype=np.float32,
+        ).reshape(-1, len(BLOCK_FEATURES)),
         MASK: np.asarray(obs[MASK], dtype=np.int64).reshape(-1),
     }

@@ -167,7 +167,7 @@ def test_onnx_export_is_one_model_with_an_if_on_agent(exported: Path) -> None:
     model = onnx.load(str(exported))
     assert [i.name for i in model.graph.input] == [
         "agent", "function_name", "node_features", "edges", "spill_weights", "node",
-        "register_features", "action_mask",
+        "register_features", "block_features", "action_mask",
     ]  # fmt: skip
     assert [o.name for o in model.graph.output] == [ADVICE]
     assert [n.op_type for n in model.graph.node][-1] == "If"
