@@ -108,6 +108,36 @@ class Manifest:
             if m.ok and (split is None or m.split == split) and (project in (None, m.project)):
                 yield m
 
+    def select(
+        self,
+        split: str,
+        *,
+        min_instructions: int = 0,
+        max_instructions: int | None = None,
+        max_modules: int | None = None,
+    ) -> list[ModuleEntry]:
+        """The ``split`` modules that compiled, within an IR-instruction range.
+
+        Args:
+            split: ``train`` or ``heldout``.
+            min_instructions: Leave out modules with fewer IR instructions.
+            max_instructions: Leave out modules with more (``None``: no bound).
+            max_modules: Keep at most this many, spread evenly over the corpus order, so
+                that projects stay mixed.
+        """
+        modules = [
+            m
+            for m in self.ok_modules(split=split)
+            if int(m.stats.get("instructions", 0)) >= min_instructions
+            and (
+                max_instructions is None or int(m.stats.get("instructions", 0)) <= max_instructions
+            )
+        ]
+        if max_modules is not None and len(modules) > max_modules:
+            stride = len(modules) / max_modules
+            modules = [modules[int(i * stride)] for i in range(max_modules)]
+        return modules
+
 
 def load_manifest(corpus_dir: str | Path) -> Manifest:
     """Read ``<corpus_dir>/manifest.json``.

@@ -24,6 +24,7 @@ import numpy.typing as npt
 import torch
 
 from mlbridge.errors import MLBridgeError
+from mlbridge.export.weights import shortest_decimals
 from mlbridge.phase_order.command import ACTION_HISTORY, ADVICE, CODE_SIZE, OBSERVATION, STEP
 from mlbridge.tensor_spec import ElementType, TensorSpec
 
@@ -35,16 +36,6 @@ POLICY_FORMAT = "mlbridge-phase-order-policy-2"
 _STEP_SCALE = 16.0
 _SIZE_SCALE = 12.0
 _HISTORY_SCALE = 4.0
-
-
-def _shortest(weights: torch.Tensor) -> Any:
-    """The float32 weights as nested lists of the shortest decimals that read back exactly.
-
-    Half the JSON of full doubles; loading as float32 gives the same weights.
-    """
-    values = weights.detach().cpu().numpy().astype(np.float32)
-    flat = [float(str(x)) for x in values.reshape(-1)]
-    return np.array(flat, dtype=object).reshape(values.shape).tolist()
 
 
 def policy_specs(dim: int, n_actions: int) -> list[TensorSpec]:
@@ -147,7 +138,7 @@ class PhasePolicy(torch.nn.Module):
             "n_actions": self.n_actions,
             "hidden": self.hidden,
             "metadata": self.metadata,
-            "weights": {k: _shortest(v) for k, v in self.state_dict().items()},
+            "weights": {k: shortest_decimals(v) for k, v in self.state_dict().items()},
         }
 
     def save(self, path: str | Path) -> Path:

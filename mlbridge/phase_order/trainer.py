@@ -173,16 +173,15 @@ def select_modules(
         max_modules: Keep at most this many, spread evenly over the corpus order
             (projects stay mixed).
     """
-    modules = [
+    return [
         m.bitcode_path
-        for m in manifest.ok_modules(split=split)
-        if int(m.stats.get("instructions", 0)) >= min_instructions
-        and (max_instructions is None or int(m.stats.get("instructions", 0)) <= max_instructions)
+        for m in manifest.select(
+            split,
+            min_instructions=min_instructions,
+            max_instructions=max_instructions,
+            max_modules=max_modules,
+        )
     ]
-    if max_modules is not None and len(modules) > max_modules:
-        stride = len(modules) / max_modules
-        modules = [modules[int(i * stride)] for i in range(max_modules)]
-    return modules
 
 
 def run_episode(

@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from mlbridge.errors import MLBridgeError
+from mlbridge.export.weights import shortest_decimals
 from mlbridge.regalloc.interface import (
     ADVICE,
     BLOCK_FEATURES,
@@ -100,13 +101,6 @@ _NODE_INPUTS = len(NODE_FEATURES) + 1
 _REGISTER_INPUTS = 6
 
 assert len(_NODE_SCALE) == len(NODE_FEATURES)
-
-
-def _shortest(weights: torch.Tensor) -> Any:
-    """The float32 weights as nested lists of the shortest decimals that read back exactly."""
-    values = weights.detach().cpu().numpy().astype(np.float32)
-    flat = [float(str(x)) for x in values.reshape(-1)]
-    return np.array(flat, dtype=object).reshape(values.shape).tolist()
 
 
 def _mlp(inputs: int, hidden: int, outputs: int) -> torch.nn.Sequential:
@@ -392,7 +386,7 @@ class RegallocGNN(torch.nn.Module):
             "hidden": self.hidden,
             "rounds": self.rounds,
             "metadata": self.metadata,
-            "weights": {k: _shortest(v) for k, v in self.state_dict().items()},
+            "weights": {k: shortest_decimals(v) for k, v in self.state_dict().items()},
         }
 
     def save(self, path: str | Path) -> Path:

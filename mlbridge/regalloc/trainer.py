@@ -488,16 +488,14 @@ def select_modules(
     Returns:
         The :class:`mlbridge.corpus.ModuleEntry` objects.
     """
-    modules = [
-        m
-        for m in manifest.ok_modules(split=split)
-        if int(m.stats.get("instructions", 0)) >= min_instructions
-        and (max_instructions is None or int(m.stats.get("instructions", 0)) <= max_instructions)
-    ]
-    if max_modules is not None and len(modules) > max_modules:
-        stride = len(modules) / max_modules
-        modules = [modules[int(i * stride)] for i in range(max_modules)]
-    return modules
+    return list(
+        manifest.select(
+            split,
+            min_instructions=min_instructions,
+            max_instructions=max_instructions,
+            max_modules=max_modules,
+        )
+    )
 
 
 def _log(message: str, log: Log | None) -> None:

@@ -348,3 +348,14 @@ def test_real_corpus_module_disassembled_by_llvm_dis_22(real_corpus, tmp_path) -
     text = tmp_path / "m.ll"
     subprocess.run([tool, str(m.bitcode_path), "-o", str(text)], check=True)
     assert read_module(text).to_dict() == m.stats
+
+
+def test_select_keeps_the_size_range_and_spreads_over_projects(real_corpus) -> None:
+    manifest = real_corpus
+    chosen = manifest.select("train", min_instructions=50, max_instructions=3000, max_modules=12)
+    assert len(chosen) == 12
+    assert all(m.split == "train" and m.ok for m in chosen)
+    assert all(50 <= int(m.stats["instructions"]) <= 3000 for m in chosen)
+    assert len({m.project for m in chosen}) > 4
+    everything = manifest.select("train", min_instructions=50, max_instructions=3000)
+    assert len(everything) > 12 and set(m.id for m in chosen) <= set(m.id for m in everything)
