@@ -195,11 +195,6 @@ public:
     return ActionSelection::Raw;
   }
 
-  /// The live ranges still waiting, once an episode could not finish.
-  size_t queued() const {
-    return count_if(
-        Nodes, [](const Node &N) { return N.Status == NodeStatus::Queued; });
-  }
   size_t nodes() const { return Nodes.size(); }
 
 private:
