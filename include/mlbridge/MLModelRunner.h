@@ -230,14 +230,24 @@ protected:
   virtual llvm::Expected<TensorValue>
   evaluateUntyped(llvm::ArrayRef<TensorRef> Features) = 0;
 
-  /// The scalar evaluate<T>()'s shortcut: runs the model on \p Features and
-  /// writes its one-element advice, of the advice spec's type, into \p Out,
-  /// or returns false having run nothing, and evaluateUntyped() answers
-  /// instead. Only called for a static one-element advice spec; the caller
-  /// checks the constraints. The default returns false.
+  /// The scalar evaluate<T>()'s shortcut: runs the model on the features
+  /// (featureRefs(), which it reads only when it needs them) and writes its
+  /// one-element advice, of the advice spec's type, into \p Out, or returns
+  /// false having run nothing, and evaluateUntyped() answers instead. Only
+  /// called for a static one-element advice spec; the caller checks the
+  /// constraints. The default returns false.
   virtual llvm::Expected<bool>
-  evaluateScalarInto(llvm::ArrayRef<TensorRef> Features,
-                     llvm::MutableArrayRef<char> Out);
+  evaluateScalarInto(llvm::MutableArrayRef<char> Out);
+
+  /// Views of the feature buffers, in spec order: what evaluateUntyped() is
+  /// given. Valid until the next bufferEpoch() change.
+  llvm::ArrayRef<TensorRef> featureRefs() const { return Refs; }
+
+  /// Changes whenever a feature buffer may have moved or changed shape (new
+  /// specs, a dynamic feature set to another size), and only then: a runner
+  /// that handed the buffers' addresses to a model may skip handing them
+  /// again while it stays the same. Writing elements does not change it.
+  uint64_t bufferEpoch() const { return BufferEpoch; }
 
 private:
   template <typename T> struct IsVector : std::false_type {};
@@ -252,8 +262,9 @@ private:
   /// no shortcut.
   llvm::Expected<bool> evaluateScalarChecked(ElementType Want,
                                              llvm::MutableArrayRef<char> Out);
-  /// Points Refs at the buffers (they may have moved).
-  void refreshRefs();
+  /// Called whenever a buffer may have moved or changed shape: points Refs
+  /// at the buffers and advances bufferEpoch().
+  void buffersChanged();
   llvm::Error scalarCountError(size_t Count) const;
 
   template <typename T>
@@ -299,17 +310,21 @@ private:
     return setFeatureImpl(Name, S.str());
   }
 
-  std::vector<TensorSpec> Specs;
-  TensorSpec Advice;
+  // What every evaluation reads comes first, in the object's first cache line
+  // with the vtable pointer: a sweep over many runners finds them cold, and
+  // each line costs more than a small model's call.
   std::vector<TensorValue> Buffers;
-  // In the object, not on the heap: a cold evaluation misses one line less.
-  llvm::SmallVector<TensorRef, 2> Refs;
+  uint64_t BufferEpoch = 0;
   /// Whether the advice spec is static with one element (evaluate<T>()'s
-  /// shortcut applies), its type and whether it has constraints: beside the
-  /// buffers, which every evaluation reads too.
+  /// shortcut applies), its type and whether it has constraints.
   bool OneElementAdvice = false;
   bool AdviceConstrained = false;
   ElementType OneElementType = ElementType::Float;
+  std::vector<TensorSpec> Specs;
+  TensorSpec Advice;
+  /// Views of Buffers, always current (see buffersChanged()), so that an
+  /// evaluation does not rebuild them.
+  llvm::SmallVector<TensorRef, 2> Refs;
 };
 
 /// Checks \p Advice (of \p Spec's numeric type) against \p Spec's

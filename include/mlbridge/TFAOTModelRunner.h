@@ -34,6 +34,7 @@
 #include "mlbridge/MLModelRunner.h"
 
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Compiler.h"
 
 #include <cstdint>
 #include <memory>
@@ -114,8 +115,7 @@ protected:
   llvm::Expected<TensorValue>
   evaluateUntyped(llvm::ArrayRef<TensorRef> Features) override;
   llvm::Expected<bool>
-  evaluateScalarInto(llvm::ArrayRef<TensorRef> Features,
-                     llvm::MutableArrayRef<char> Out) override;
+  evaluateScalarInto(llvm::MutableArrayRef<char> Out) override;
 
 private:
   class Library;
@@ -130,11 +130,12 @@ private:
   /// Sets the instance's batch to the rows of the features bound to its
   /// batched inputs.
   llvm::Error setBatchFrom(llvm::ArrayRef<TensorRef> Features);
-  /// Hands \p Features to the instance (bound in place, or copied) and runs
-  /// it.
-  llvm::Error bindAndRun(llvm::ArrayRef<TensorRef> Features);
-  /// The advice output's buffer after a run.
-  llvm::Expected<const void *> resultData();
+  /// Hands \p Features to the instance: bound in place, or copied (then
+  /// again before every run).
+  llvm::Error bind(llvm::ArrayRef<TensorRef> Features);
+  /// The errors of a run, out of the per-decision path.
+  LLVM_ATTRIBUTE_NOINLINE llvm::Error runFailed() const;
+  LLVM_ATTRIBUTE_NOINLINE llvm::Error noResult() const;
 
   static llvm::Expected<std::unique_ptr<MLModelRunner>>
   createImpl(std::shared_ptr<Library> Lib, const TFAOTFunctions &Model,
@@ -149,7 +150,22 @@ public:
 private:
   // Destroyed last: the instance and functions live in the library.
   std::shared_ptr<Library> Lib;
-  /// One model input, as every evaluation reads it.
+  // What every evaluation reads, in one cache line: a sweep over many
+  // runners finds it cold, and each line costs more than a small model's call.
+  alignas(64) std::unique_ptr<mlbridge_aot_instance, InstanceDeleter> Instance;
+  int32_t (*Run)(mlbridge_aot_instance *) = nullptr;
+  const void *(*ResultData)(mlbridge_aot_instance *, int32_t) = nullptr;
+  /// The bufferEpoch() at which every input was last handed to the instance
+  /// by address (SetArgData): while it holds, an evaluation just runs. 0
+  /// when some input is copied or the batch is dynamic.
+  uint64_t BoundEpoch = 0;
+  /// The advice output's bytes; one row's if it is batched.
+  size_t ResultBytes = 0;
+  int32_t ResultIndex = -1;
+  bool ResultBatched = false;
+  /// Whether the model has a dynamic batch (SetBatch).
+  bool HasBatch = false;
+  /// One model input, as binding reads it.
   struct Arg {
     /// The feature index that feeds it.
     size_t Feature = 0;
@@ -163,22 +179,11 @@ private:
     /// Whether its leading dimension is the dynamic batch.
     bool Batched = false;
   };
-  // What every evaluation reads, side by side: a sweep over many runners
-  // finds them cold, and each cache line costs more than the call itself.
-  std::unique_ptr<mlbridge_aot_instance, InstanceDeleter> Instance;
   llvm::SmallVector<Arg, 2> Args;
-  int32_t (*Run)(mlbridge_aot_instance *) = nullptr;
-  const void *(*ResultData)(mlbridge_aot_instance *, int32_t) = nullptr;
   int32_t (*SetArgData)(mlbridge_aot_instance *, int32_t,
                         const void *) = nullptr;
   /// The rows the instance is set to (SetBatch); 1 when it is created.
   int64_t Batch = 1;
-  int32_t ResultIndex = -1;
-  /// The advice output's bytes; one row's if it is batched.
-  size_t ResultBytes = 0;
-  bool ResultBatched = false;
-  /// Whether the model has a dynamic batch (SetBatch).
-  bool HasBatch = false;
   // The rest: loading, errors, batches.
   TFAOTFunctions Fns;
   std::string Name;

@@ -238,7 +238,6 @@ MLModelRunner::MLModelRunner(std::vector<TensorSpec> FeatureSpecs,
 
 void MLModelRunner::makeBuffers() {
   Buffers.clear();
-  Refs.clear();
   OneElementAdvice = !Advice.isDynamic() && Advice.getElementCount() == 1;
   OneElementType = Advice.type();
   AdviceConstrained = Advice.hasConstraints();
@@ -250,6 +249,7 @@ void MLModelRunner::makeBuffers() {
         D = 0;
     Buffers.push_back(cantFail(TensorValue::create(S.name(), S.type(), Shape)));
   }
+  buffersChanged();
 }
 
 Error MLModelRunner::replaceSpecs(std::vector<TensorSpec> FeatureSpecs,
@@ -355,9 +355,11 @@ Error MLModelRunner::setFeatureRaw(StringRef Name, ElementType Type,
                                  "feature '%s': bool element %zu is not 0 or 1",
                                  Spec.name().c_str(), J);
   TensorValue &Buf = Buffers[*I];
-  if (Buf.shape() != ArrayRef<int64_t>(Concrete))
+  if (Buf.shape() != ArrayRef<int64_t>(Concrete)) {
     if (Error E = Buf.reshape(Concrete))
       return E;
+    buffersChanged();
+  }
   if (!Bytes.empty())
     std::memcpy(Buf.mutableBytes().data(), Bytes.data(), Bytes.size());
   return Error::success();
@@ -391,23 +393,23 @@ Error MLModelRunner::setFeatureStrings(StringRef Name,
     Concrete = std::move(*S);
   }
   TensorValue &Buf = Buffers[*I];
-  if (Buf.shape() != ArrayRef<int64_t>(Concrete))
+  if (Buf.shape() != ArrayRef<int64_t>(Concrete)) {
     if (Error E = Buf.reshape(Concrete))
       return E;
+    buffersChanged();
+  }
   llvm::copy(Strings, Buf.mutableStrings().begin());
   return Error::success();
 }
 
-void MLModelRunner::refreshRefs() {
-  // Views are rebuilt each time (a dynamic feature's buffer may have moved),
-  // in the same vector: no allocation per query.
+void MLModelRunner::buffersChanged() {
   Refs.clear();
   for (const TensorValue &V : Buffers)
     Refs.push_back(V.ref());
+  ++BufferEpoch;
 }
 
-Expected<bool> MLModelRunner::evaluateScalarInto(ArrayRef<TensorRef>,
-                                                 MutableArrayRef<char>) {
+Expected<bool> MLModelRunner::evaluateScalarInto(MutableArrayRef<char>) {
   return false;
 }
 
@@ -415,8 +417,7 @@ Expected<bool> MLModelRunner::evaluateScalarChecked(ElementType Want,
                                                     MutableArrayRef<char> Out) {
   if (!OneElementAdvice || Want != OneElementType)
     return false; // evaluateTyped() says what is wrong, or answers
-  refreshRefs();
-  Expected<bool> Done = evaluateScalarInto(Refs, Out);
+  Expected<bool> Done = evaluateScalarInto(Out);
   if (!Done || !*Done)
     return Done;
   if (AdviceConstrained) {
@@ -432,7 +433,6 @@ Expected<bool> MLModelRunner::evaluateScalarChecked(ElementType Want,
 }
 
 Expected<TensorValue> MLModelRunner::evaluateChecked() {
-  refreshRefs();
   Expected<TensorValue> R = evaluateUntyped(Refs);
   if (!R)
     return R.takeError();

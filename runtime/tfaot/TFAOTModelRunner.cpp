@@ -330,7 +330,9 @@ Error TFAOTModelRunner::setBatchFrom(ArrayRef<TensorRef> Features) {
   return Error::success();
 }
 
-Error TFAOTModelRunner::bindAndRun(ArrayRef<TensorRef> Features) {
+Error TFAOTModelRunner::bind(ArrayRef<TensorRef> Features) {
+  BoundEpoch = 0;
+  bool AllBound = !HasBatch;
   if (HasBatch)
     if (Error E = setBatchFrom(Features))
       return E;
@@ -346,8 +348,8 @@ Error TFAOTModelRunner::bindAndRun(ArrayRef<TensorRef> Features) {
       continue;
     const char *Data = F.bytes().data();
     // Zero-copy, as MLGO's release mode: the model reads the feature buffer
-    // itself (TensorValue storage is 64-byte aligned). The buffer is checked
-    // on every call since setting a feature may replace it.
+    // itself (TensorValue storage is 64-byte aligned). Checked again
+    // whenever a buffer may have moved (bufferEpoch()).
     if (SetArgData) {
       if (Data == A.Bound)
         continue;
@@ -362,44 +364,51 @@ Error TFAOTModelRunner::bindAndRun(ArrayRef<TensorRef> Features) {
     // Models built before set_arg_data: copy the features in (a few
     // microseconds even for 200 KB).
     std::memcpy(A.Buffer, Data, Bytes);
+    AllBound = false;
   }
-  if (Run(Instance.get()) != 0)
-    return aotError("model '" + Name + "' failed to run");
+  // The instance reads the feature buffers themselves until one moves.
+  if (AllBound)
+    BoundEpoch = bufferEpoch();
   return Error::success();
 }
 
-Expected<const void *> TFAOTModelRunner::resultData() {
-  const void *Data = ResultData(Instance.get(), ResultIndex);
-  if (!Data)
-    return aotError("model '" + Name + "' returned no buffer for output '" +
-                    ResultSpec.name() + "'");
-  return Data;
+Error TFAOTModelRunner::runFailed() const {
+  return aotError("model '" + Name + "' failed to run");
 }
 
-Expected<bool>
-TFAOTModelRunner::evaluateScalarInto(ArrayRef<TensorRef> Features,
-                                     MutableArrayRef<char> Out) {
+Error TFAOTModelRunner::noResult() const {
+  return aotError("model '" + Name + "' returned no buffer for output '" +
+                  ResultSpec.name() + "'");
+}
+
+Expected<bool> TFAOTModelRunner::evaluateScalarInto(MutableArrayRef<char> Out) {
   // The output's type is the advice's (checked at load); one unbatched
-  // element of it is the whole answer.
+  // element of it is the whole answer. The per-decision path: what it reads
+  // sits in a line or two, and it calls nothing but the model.
   if (ResultBatched || ResultBytes != Out.size())
     return false;
-  if (Error E = bindAndRun(Features))
-    return E;
-  Expected<const void *> Data = resultData();
+  if (BoundEpoch != bufferEpoch())
+    if (Error E = bind(featureRefs()))
+      return E;
+  if (Run(Instance.get()) != 0)
+    return runFailed();
+  const void *Data = ResultData(Instance.get(), ResultIndex);
   if (!Data)
-    return Data.takeError();
-  std::memcpy(Out.data(), *Data, Out.size());
+    return noResult();
+  std::memcpy(Out.data(), Data, Out.size());
   return true;
 }
 
 Expected<TensorValue>
 TFAOTModelRunner::evaluateUntyped(ArrayRef<TensorRef> Features) {
-  if (Error E = bindAndRun(Features))
-    return E;
-  Expected<const void *> Result = resultData();
-  if (!Result)
-    return Result.takeError();
-  const void *Data = *Result;
+  if (BoundEpoch != bufferEpoch())
+    if (Error E = bind(Features))
+      return E;
+  if (Run(Instance.get()) != 0)
+    return runFailed();
+  const void *Data = ResultData(Instance.get(), ResultIndex);
+  if (!Data)
+    return noResult();
   const TensorSpec &Advice = adviceSpec();
   std::vector<int64_t> Shape(ResultSpec.shape().begin(),
                              ResultSpec.shape().end());

@@ -111,6 +111,56 @@ TEST(RunnerTest, VectorFeaturesCheckLengthAndFillDynamicDims) {
   EXPECT_EQ(R->getFeature(2).shape(), ArrayRef<int64_t>({2}));
 }
 
+TEST(RunnerTest, TheModelSeesADynamicFeatureAfterItsBufferMoves) {
+  Policy P;
+  auto R = makeRunner(P);
+  MLB_ASSERT_OK(R->setFeature("dyn", std::vector<int32_t>{1, 2}));
+  ASSERT_TRUE(static_cast<bool>(R->evaluate<int64_t>()));
+  // Far larger: the storage is reallocated, and the views must follow.
+  std::vector<int32_t> Big(100000);
+  for (size_t I = 0; I < Big.size(); ++I)
+    Big[I] = static_cast<int32_t>(I);
+  MLB_ASSERT_OK(R->setFeature("dyn", Big));
+  ASSERT_TRUE(static_cast<bool>(R->evaluate<int64_t>()));
+  const TensorValue &Seen = P.Seen.back()[2];
+  EXPECT_EQ(Seen.shape(), ArrayRef<int64_t>({100000}));
+  EXPECT_EQ(Seen.data<int32_t>()[99999], 99999);
+}
+
+/// Shows bufferEpoch(), which only runners see.
+class EpochProbe final : public MLModelRunner {
+public:
+  EpochProbe() : MLModelRunner(inlinerLikeSpecs(), advice()) {}
+  using MLModelRunner::bufferEpoch;
+
+protected:
+  Expected<TensorValue> evaluateUntyped(ArrayRef<TensorRef>) override {
+    return TensorValue::scalar<int64_t>("inlining_decision", 0);
+  }
+
+private:
+  static TensorSpec advice() {
+    return createSpec<int64_t>("inlining_decision", {1});
+  }
+};
+
+TEST(RunnerTest, BufferEpochChangesOnlyWhenABufferMayMove) {
+  EpochProbe R;
+  uint64_t Start = R.bufferEpoch();
+  *R.getTensor<float>(1) = 3.0f;
+  MLB_ASSERT_OK(R.setFeature("weights", std::vector<float>{1, 2, 3}));
+  MLB_ASSERT_OK(R.setFeature("callee_name", std::string("f")));
+  ASSERT_TRUE(static_cast<bool>(R.evaluate<int64_t>()));
+  EXPECT_EQ(R.bufferEpoch(), Start) << "writing elements moves nothing";
+  MLB_ASSERT_OK(R.setFeature("dyn", std::vector<int32_t>{1, 2}));
+  uint64_t Resized = R.bufferEpoch();
+  EXPECT_NE(Resized, Start);
+  MLB_ASSERT_OK(R.setFeature("dyn", std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(R.bufferEpoch(), Resized) << "same shape, same storage";
+  MLB_ASSERT_OK(R.setFeature("dyn", std::vector<int32_t>{5}));
+  EXPECT_NE(R.bufferEpoch(), Resized);
+}
+
 TEST(RunnerTest, PopulateFeaturesSetsSeveralAndStopsAtTheFirstError) {
   Policy P;
   auto R = makeRunner(P);
