@@ -44,9 +44,9 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--max-instructions",
         type=int,
+        default=10000,
         metavar="N",
-        help="leave out training modules with more IR instructions (default: none is left "
-        "out; an episode has a fixed step budget, so a large module costs little more)",
+        help="leave out training modules with more IR instructions (default 10000)",
     )
     p.add_argument(
         "--teacher",
@@ -187,8 +187,9 @@ def run_train(args: argparse.Namespace) -> int:
         manifest, "train", max_instructions=args.max_instructions, max_modules=args.max_modules
     )
     if not modules:
-        bound = "" if args.max_instructions is None else f" and at most {args.max_instructions}"
-        raise CLIError(f"no training module in {corpus} has at least 20{bound} instructions")
+        raise CLIError(
+            f"no training module in {corpus} has <= {args.max_instructions} instructions"
+        )
     heldout = select_modules(
         manifest,
         "heldout",

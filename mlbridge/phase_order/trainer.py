@@ -158,7 +158,7 @@ def select_modules(
     manifest: Any,
     split: str,
     *,
-    max_instructions: int | None = None,
+    max_instructions: int | None = 10000,
     min_instructions: int = 20,
     max_modules: int | None = None,
 ) -> list[Path]:
@@ -167,9 +167,8 @@ def select_modules(
     Args:
         manifest: A :class:`mlbridge.corpus.Manifest`.
         split: ``train`` or ``heldout``.
-        max_instructions: Leave out larger modules (``None``: no bound). Nothing needs
-            one: an episode has a fixed step budget, and on the corpus's largest module
-            (29,000 instructions) it takes about a second.
+        max_instructions: Leave out larger modules (``None``: no bound); keeps training
+            episodes short.
         min_instructions: Leave out modules with almost no code.
         max_modules: Keep at most this many, spread evenly over the corpus order
             (projects stay mixed).
