@@ -40,11 +40,19 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401
         help="skip modules with fewer calls to functions they define (default 3)",
     )
     inl.add_argument(
-        "--max-calls",
+        "--sample-call-sites",
         type=int,
         default=400,
         metavar="N",
-        help="skip modules with more calls to functions they define (default 400)",
+        help="in a module asking more inlining decisions than N, a perturbed policy makes N "
+        "of them per rollout, sampled, and LLVM's default decision the rest; no module is "
+        "left out for its size (default 400; 0: the policy makes every decision)",
+    )
+    inl.add_argument(
+        "--max-calls",
+        type=int,
+        metavar="N",
+        help="deprecated: large modules are no longer left out; this now sets --sample-call-sites",
     )
     inl.add_argument(
         "--max-modules", type=int, metavar="N", help="use at most N modules (evenly spread)"
@@ -178,18 +186,27 @@ def run_train(args: argparse.Namespace) -> int:
         raise CLIError(
             f"cannot read the corpus in {corpus}: {e} (run 'mlbridge corpus build')"
         ) from e
+    if args.max_calls is not None:
+        say(
+            f"--max-calls is deprecated: modules above it are sampled, not left out; "
+            f"read as --sample-call-sites {args.max_calls}"
+        )
+        args.sample_call_sites = args.max_calls
+    if args.sample_call_sites < 0:
+        raise CLIError(f"--sample-call-sites must be at least 0, got {args.sample_call_sites}")
+    # Only trivially small modules are left out: large ones are sampled (trainer.py).
     modules = [
         m.bitcode_path
         for m in manifest.ok_modules(split=args.split)
-        if args.min_calls <= int(m.stats.get("calls_to_defined", 0)) <= args.max_calls
+        if int(m.stats.get("calls_to_defined", 0)) >= args.min_calls
     ]
     if args.max_modules is not None and len(modules) > args.max_modules:
         step = len(modules) / args.max_modules
         modules = [modules[int(i * step)] for i in range(args.max_modules)]
     if not modules:
         raise CLIError(
-            f"no {args.split} module in {corpus} has between {args.min_calls} and "
-            f"{args.max_calls} calls to functions it defines"
+            f"no {args.split} module in {corpus} has at least {args.min_calls} calls to "
+            "functions it defines"
         )
     say(f"{len(modules)} {args.split} modules from {corpus}")
     if args.no_ray and args.ray_address:
@@ -237,6 +254,7 @@ def run_train(args: argparse.Namespace) -> int:
                 learning_rate=args.learning_rate,
                 jobs=workers,
                 seed=args.seed,
+                sample_call_sites=args.sample_call_sites or None,
             )
             policy = train_inliner(
                 modules,

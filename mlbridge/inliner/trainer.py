@@ -12,6 +12,14 @@ used for its inlining-for-size model: perturb the parameters both ways, compare 
 reward of the two, step along the perturbations that helped. It starts from the policy
 that imitates LLVM's default advisor, so the first iterate is as good as stock.
 
+Large modules are sampled, not left out: in a module that asks more than
+``ESConfig.sample_call_sites`` inlining decisions, a perturbed policy makes only that many
+of them per rollout (:func:`sample_call_sites`, drawn from the iteration and the module,
+the same for every perturbation of the iteration), and the others get LLVM's default
+decision (the ``inlining_default`` feature), so that the module's saving against stock
+``-Oz`` comes from the sampled decisions alone. Nothing changes on the compiler side: a
+decision is known by its position in the compilation's sequence of questions.
+
 The compiler command is a template: any tool that speaks LLVM's interactive inliner
 protocol works (stock ``opt-22`` with ``-enable-ml-inliner=release``, or ``opt-22`` with
 the mlbridge plugin on the pipe runner).
@@ -26,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -35,7 +43,7 @@ import numpy as np
 
 from mlbridge.compiler.pipe import DriveResult, Observation, drive_compiler
 from mlbridge.errors import MLBridgeError
-from mlbridge.inliner.policy import LinearPolicy
+from mlbridge.inliner.policy import DEFAULT_FEATURE, LinearPolicy
 from mlbridge.llvm import LLVMToolError, find_llvm_tool, object_sizes
 from mlbridge.progress import track
 from mlbridge.training.checkpoints import (
@@ -57,10 +65,12 @@ from mlbridge.training.pool import (
 __all__ = [
     "CHECKPOINT_FORMAT",
     "ESConfig",
+    "SampledPolicy",
     "TrainingError",
     "evaluate_policy",
     "prepare_checkpoints",
     "ml_inliner_command",
+    "sample_call_sites",
     "stock_text_size",
     "train_inliner",
 ]
@@ -117,28 +127,96 @@ def stock_text_size(module: Path, *, passes: str = "default<Oz>", timeout: float
         return _text_size(out, Path(tmp), timeout)
 
 
+def _default_decision(observation: Mapping[str, Any]) -> int:
+    """LLVM's default advisor's answer, which the compiler sends as a feature."""
+    return int(np.asarray(observation[DEFAULT_FEATURE]).reshape(-1)[0])
+
+
+def sample_call_sites(decisions: int, size: int | None, seed: int) -> frozenset[int] | None:
+    """The positions of the inlining decisions a policy makes in one sampled rollout.
+
+    Args:
+        decisions: How many decisions the module asks (the trainer counts them when it
+            scores its start policy).
+        size: The sample size; a module asking no more than this is not sampled
+            (``None``: never sampled).
+        seed: Draws the sample; the same seed gives the same sample.
+
+    Returns:
+        ``size`` distinct positions in ``range(decisions)``, or ``None`` if the policy makes
+        every decision.
+    """
+    if size is None or decisions <= size:
+        return None
+    rng = np.random.default_rng(seed)
+    return frozenset(int(i) for i in rng.choice(decisions, size=size, replace=False))
+
+
+class SampledPolicy:
+    """Answers the sampled decisions with ``policy`` and the others as LLVM's default.
+
+    A decision is known by its position among the compilation's questions (counted from
+    0): the compiler is deterministic, so the same policy, module and sample ask the
+    same questions in the same order. Use one instance per compilation.
+
+    Attributes:
+        policy: Makes the sampled decisions.
+        sample: The positions it makes (``None``: every one).
+        asked: Decisions seen so far.
+        by_policy: Of those, the ones ``policy`` made.
+    """
+
+    def __init__(self, policy: Callable[[Observation], int], sample: frozenset[int] | None) -> None:
+        self.policy = policy
+        self.sample = sample
+        self.asked = 0
+        self.by_policy = 0
+
+    def __call__(self, observation: Observation) -> int:
+        """The answer to the next decision."""
+        position = self.asked
+        self.asked += 1
+        if self.sample is None or position in self.sample:
+            self.by_policy += 1
+            return int(self.policy(observation))
+        return _default_decision(observation)
+
+
 def evaluate_policy(
     policy: Callable[[Observation], int],
     module: Path,
     *,
     command: Sequence[str] | None = None,
     timeout: float = 300,
+    sample: frozenset[int] | None = None,
+    capture: str | Path | None = None,
 ) -> tuple[int, int]:
-    """Compiles ``module`` with ``policy`` answering every inlining decision.
+    """Compiles ``module`` with ``policy`` answering the inlining decisions.
+
+    Args:
+        policy: Answers each decision (1: inline).
+        module: The bitcode.
+        command: The compiler command template (default :func:`ml_inliner_command`).
+        timeout: Seconds for each tool and each wait of the session.
+        sample: The positions of the decisions ``policy`` makes (:func:`sample_call_sites`);
+            the others get LLVM's default decision. ``None``: ``policy`` makes every one.
+        capture: Write the session's traffic, the answers included, to this file
+            (:func:`mlbridge.logs.read_log` reads it).
 
     Returns:
-        The ``.text`` size in bytes, and the number of decisions the policy made.
+        The ``.text`` size in bytes, and the number of decisions the compiler asked.
 
     Raises:
         TrainingError: If a tool fails.
     """
     template = list(command) if command is not None else ml_inliner_command()
+    answer = SampledPolicy(policy, sample) if sample is not None else policy
     with tempfile.TemporaryDirectory(prefix="mlbridge-train-") as tmp:
         out = Path(tmp) / "out.bc"
         argv = [a.replace("{input}", str(module)).replace("{output}", str(out)) for a in template]
         try:
             result: DriveResult = drive_compiler(
-                argv, policy, timeout=timeout, exit_timeout=timeout, parent=tmp
+                argv, answer, timeout=timeout, exit_timeout=timeout, parent=tmp, capture=capture
             )
         except MLBridgeError as e:
             raise TrainingError(f"compiling {module} with the policy: {e}") from e
@@ -160,6 +238,9 @@ class ESConfig:
         jobs: Compilations in parallel (the threads of the default local pool; with a
             pool passed in, its workers decide, and this is recorded).
         seed: Random seed (the whole run is deterministic given it and the tools).
+        sample_call_sites: In a module asking more inlining decisions than this, a
+            perturbed policy makes this many of them per rollout, sampled, and the others
+            get LLVM's default decision (``None``: the policy makes every decision).
     """
 
     iterations: int = 20
@@ -169,6 +250,7 @@ class ESConfig:
     learning_rate: float = 0.05
     jobs: int = 2
     seed: int = 0
+    sample_call_sites: int | None = 400
 
 
 def _relative_saving(size: int, baseline: int) -> float:
@@ -176,7 +258,7 @@ def _relative_saving(size: int, baseline: int) -> float:
 
 
 #: The ``format`` of the trainer's checkpoints (:mod:`mlbridge.training.checkpoints`).
-CHECKPOINT_FORMAT = "mlbridge-inliner-es-checkpoint-1"
+CHECKPOINT_FORMAT = "mlbridge-inliner-es-checkpoint-2"
 
 #: ESConfig fields a resumed run may change: how long it runs and on how many workers.
 _RESUMABLE_CHANGES = frozenset({"iterations", "jobs"})
@@ -198,15 +280,15 @@ def _stock_rollout(context: WorkerContext, module: SharedFile, *, timeout: float
 
 def _policy_rollout(
     context: WorkerContext,
-    task: tuple[int, SharedFile],
+    task: tuple[int, SharedFile, frozenset[int] | None],
     *,
     policies: Sequence[LinearPolicy],
     command: Sequence[str] | None,
     timeout: float,
-) -> int:
-    index, module = task
+) -> tuple[int, int]:
+    index, module, sample = task
     path = context.local_path(module)
-    return evaluate_policy(policies[index], path, command=command, timeout=timeout)[0]
+    return evaluate_policy(policies[index], path, command=command, timeout=timeout, sample=sample)
 
 
 def _features_rollout(
@@ -220,6 +302,7 @@ class _RunState:
     """Everything an iteration changes, and what a checkpoint holds."""
 
     baselines: list[int]
+    decisions: list[int]  # per module, asked of the start policy: the sampling population
     policy: LinearPolicy  # the template: its features (and metadata) for every iterate
     theta: np.ndarray[Any, np.dtype[np.float64]]
     best: LinearPolicy
@@ -237,6 +320,7 @@ class _RunState:
             "config": asdict(config),
             "modules": modules,
             "baselines": self.baselines,
+            "decisions": self.decisions,
             "policy": json.loads(self.policy.to_json()),
             "theta": [float(x) for x in self.theta],
             "best": json.loads(self.best.to_json()),
@@ -275,6 +359,7 @@ def _resume(
         rng.bit_generator.state = state["rng"]
         run = _RunState(
             baselines=[int(b) for b in state["baselines"]],
+            decisions=[int(d) for d in state["decisions"]],
             policy=LinearPolicy.from_json(json.dumps(state["policy"])),
             theta=np.asarray(state["theta"], dtype=np.float64),
             best=LinearPolicy.from_json(json.dumps(state["best"])),
@@ -391,15 +476,26 @@ def train_inliner(
         fingerprint = [{"name": f.name, "sha256": f.digest} for f in shared]
         everything = list(range(len(modules)))
 
+        asked: list[int] = []  # the decisions of the last scores()'s first policy, per module
+
         def scores(
-            policies: Sequence[LinearPolicy], indices: Sequence[int], description: str | None
+            policies: Sequence[LinearPolicy],
+            indices: Sequence[int],
+            description: str | None,
+            samples: Mapping[int, frozenset[int] | None] | None = None,
         ) -> list[float]:
-            """The mean saving of each policy on ``indices``, all in one map."""
-            tasks = [(p, shared[i]) for p in range(len(policies)) for i in indices]
+            """The mean saving of each policy on ``indices``, all in one map.
+
+            ``samples`` gives the decisions the policies make in a module (default: all).
+            """
+            chosen = samples or {}
+            tasks = [(p, shared[i], chosen.get(i)) for p in range(len(policies)) for i in indices]
             rollout = functools.partial(
                 _policy_rollout, policies=tuple(policies), command=command, timeout=timeout
             )
-            sizes = [r.value for r in pool.map(rollout, tasks, description=description)]
+            results = [r.value for r in pool.map(rollout, tasks, description=description)]
+            sizes = [size for size, _ in results]
+            asked[:] = [count for _, count in results[: len(indices)]]
             run.rollouts += len(tasks)
             out = []
             for p in range(len(policies)):
@@ -445,6 +541,7 @@ def train_inliner(
                 policy = LinearPolicy.imitating_default(pool.map(names, shared[:1])[0].value)
             run = _RunState(
                 baselines=baselines,
+                decisions=[],
                 policy=policy,
                 theta=policy.parameters,
                 best=policy,
@@ -457,6 +554,8 @@ def train_inliner(
             (run.best_score,) = scores(
                 [policy], everything, "mlbridge train: scoring the start policy"
             )
+            # The start policy's decisions are each module's sampling population.
+            run.decisions = list(asked)
             say(f"start: mean saving vs stock -Oz {run.best_score * 100:+.3f}%")
             record(
                 0,
@@ -470,6 +569,27 @@ def train_inliner(
 
         def wall() -> float:
             return run.elapsed_s + (time.monotonic() - started)
+
+        sampled = _describe_sampling(run.decisions, config.sample_call_sites)
+        if sampled:
+            say(sampled)
+
+        def draw_samples(iteration: int, batch: Sequence[int]) -> dict[int, frozenset[int] | None]:
+            """The sampled decisions of each module of an iteration's batch.
+
+            Seeded by the run's seed, the iteration and the module alone (not the run's
+            generator), so that a resumed run draws the same samples; shared by every
+            perturbation of the iteration, so that the antithetic pairs are compared on
+            the same decisions.
+            """
+            return {
+                i: sample_call_sites(
+                    run.decisions[i],
+                    config.sample_call_sites,
+                    _sample_seed(config.seed, iteration, i),
+                )
+                for i in batch
+            }
 
         first = run.iteration
         iterations = track(
@@ -487,7 +607,7 @@ def train_inliner(
             for k in range(config.pairs):
                 perturbed.append(run.policy.with_parameters(theta + config.sigma * eps[k]))
                 perturbed.append(run.policy.with_parameters(theta - config.sigma * eps[k]))
-            rewards = scores(perturbed, list(batch), None)
+            rewards = scores(perturbed, list(batch), None, draw_samples(it, list(batch)))
             diffs = np.array([rewards[2 * k] - rewards[2 * k + 1] for k in range(config.pairs)])
             if np.any(diffs != 0.0):
                 # Normalise so that the step size does not depend on the reward scale. One
@@ -537,6 +657,8 @@ def train_inliner(
             "sigma": config.sigma,
             "learning_rate": config.learning_rate,
             "seed": config.seed,
+            "sample_call_sites": config.sample_call_sites,
+            "sampled_modules": _sampled_modules(run.decisions, config.sample_call_sites),
             "mean_saving_vs_stock_Oz": run.best_score,
             "wall_time_s": round(wall(), 3),
             "rollouts": run.rollouts,
@@ -553,6 +675,27 @@ def train_inliner(
     finally:
         if own_pool:
             pool.close()
+
+
+def _sample_seed(seed: int, iteration: int, module: int) -> int:
+    """The seed of a module's sample in an iteration: a function of the three only."""
+    return int(np.random.SeedSequence([seed, iteration, module]).generate_state(1)[0])
+
+
+def _sampled_modules(decisions: Sequence[int], size: int | None) -> int:
+    return 0 if size is None else sum(d > size for d in decisions)
+
+
+def _describe_sampling(decisions: Sequence[int], size: int | None) -> str:
+    """The progress line about sampled modules (empty if none is sampled)."""
+    large = _sampled_modules(decisions, size)
+    if not large:
+        return ""
+    return (
+        f"{large} of {len(decisions)} modules ask more than {size} inlining decisions "
+        f"(the most: {max(decisions)}): sampled, the perturbed policies make {size} of "
+        "them per rollout and LLVM's default makes the rest"
+    )
 
 
 def _feature_names(module: Path, command: Sequence[str] | None, timeout: float) -> list[str]:

@@ -53,13 +53,22 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
     )
     number(
         "--max-instructions",
-        3000,
-        "leave out training modules with more IR instructions before -O2",
+        None,
+        "leave out training modules with more IR instructions before -O2 (default: none "
+        "is left out; large modules are sampled, see --sample-functions)",
+    )
+    number(
+        "--sample-functions",
+        d.sample_functions,
+        "in a module with more functions than N, each rollout lets the policy allocate N of "
+        "them, drawn from its seed, and llc's built-in basic policy the others; 0: every "
+        "function",
     )
     number(
         "--max-decisions",
         d.max_decisions,
-        "leave out training modules whose allocation asks more decisions",
+        "the most decisions the policy makes per rollout; the basic policy makes the later "
+        "ones and the function where it ran out is left out of the rollout",
     )
     number(
         "--bc-modules",
@@ -136,6 +145,8 @@ def run_train(args: argparse.Namespace) -> int:
     for flag in ("iterations", "bc_epochs", "bc_modules", "validation_modules"):
         if getattr(args, flag) < 0:
             raise CLIError(f"--{flag.replace('_', '-')} must be >= 0")
+    if args.sample_functions < 0:
+        raise CLIError("--sample-functions must be >= 0")
     for flag in ("modules_per_iteration", "episodes_per_module", "jobs", "hidden",
                  "samples_per_function", "max_decisions"):  # fmt: skip
         if getattr(args, flag) < 1:
@@ -152,14 +163,13 @@ def run_train(args: argparse.Namespace) -> int:
         manifest, "train", max_instructions=args.max_instructions, max_modules=args.max_modules
     )
     if not entries:
-        raise CLIError(
-            f"no training module in {corpus} has between 50 and {args.max_instructions} "
-            "IR instructions"
-        )
+        bound = "" if args.max_instructions is None else f" and {args.max_instructions}"
+        raise CLIError(f"no training module in {corpus} has at least 50{bound} IR instructions")
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     config = RegallocTrainConfig(
         max_decisions=args.max_decisions,
+        sample_functions=args.sample_functions or None,
         bc_modules=args.bc_modules,
         bc_epochs=args.bc_epochs,
         samples_per_function=args.samples_per_function,

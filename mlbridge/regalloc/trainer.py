@@ -22,6 +22,15 @@ instructions weighted by block frequency (``SpillReloadCost``, docs/ml-regalloc.
    iteration's root mean square advantage. The loss is minus the advantage times the sum of
    the function's log-probabilities (estimated from at most ``samples_per_function``
    uniformly drawn decisions, scaled up), minus an entropy bonus.
+Large modules are sampled, not left out: in a module with more than ``sample_functions``
+functions, a rollout lets the policy allocate that many, drawn from the rollout's seed;
+llc's built-in basic policy allocates the others in-process
+(``-mlbridge-regalloc-model-functions``), so that they cost neither pipe traffic nor
+Python time, and only the sampled functions are recorded and rewarded. The policy makes
+at most ``max_decisions`` decisions per rollout: the later ones get the basic policy over
+the pipe, the session ends normally, and the function where it ran out is left out of
+the record (its cost mixes two policies).
+
 4. **Validation.** The deterministic policies after cloning and after fine-tuning, exported
    to ONNX and run in-process, are compared on ``validation_modules`` training modules; the
    lower total ``SpillReloadCost`` is kept.
@@ -43,7 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from mlbridge.compiler.pipe import drive_compiler
-from mlbridge.errors import MLBridgeError, PipeError
+from mlbridge.errors import MLBridgeError
 from mlbridge.llvm import find_llvm_tool, object_sizes
 from mlbridge.paths import default_build_dir, plugin_path
 from mlbridge.progress import track
@@ -76,6 +85,7 @@ __all__ = [
     "optimize_module",
     "parse_cost_remarks",
     "rollout",
+    "sample_functions",
     "select_modules",
     "stderr_log",
     "summarize_heldout",
@@ -99,8 +109,12 @@ class RegallocTrainConfig:
     evaluation included (docs/ml-regalloc.md, "Training", has a measured run).
 
     Attributes:
-        max_decisions: Leave out modules whose allocation asks more decisions (rollouts in
-            Python cost about a millisecond per decision).
+        max_decisions: The most decisions the policy makes per rollout (in Python they cost
+            about a millisecond each); the later ones get the basic policy, and the function
+            where the policy ran out is left out of the rollout's record.
+        sample_functions: In a module with more functions than this, a rollout lets the
+            policy allocate this many, drawn from its seed, and llc's built-in basic policy
+            the others (``None``: the policy allocates every function).
         bc_modules: Training modules on which the basic policy's decisions are recorded.
         bc_epochs: Epochs of behaviour cloning.
         bc_learning_rate: Adam's step size while cloning.
@@ -123,6 +137,7 @@ class RegallocTrainConfig:
     """
 
     max_decisions: int = 3000
+    sample_functions: int | None = 16
     bc_modules: int = 96
     bc_epochs: int = 8
     bc_learning_rate: float = 0.003
@@ -350,6 +365,9 @@ class Rollout:
         observations: Each function's recorded decisions (a uniform sample).
         actions: The actions of ``observations``.
         seconds: Wall time of the llc run and the cost run.
+        capped: The function where the policy ran out of decisions (``max_decisions``;
+            the basic policy finished it and every later one), left out of ``decisions``,
+            ``observations`` and ``actions``; ``None`` if it did not run out.
     """
 
     module: Path
@@ -358,6 +376,7 @@ class Rollout:
     observations: dict[str, list[dict[str, Any]]]
     actions: dict[str, list[int]]
     seconds: float
+    capped: str | None = None
 
     @property
     def total_decisions(self) -> int:
@@ -374,9 +393,10 @@ def rollout(
     keep_per_function: int,
     rng: np.random.Generator,
     max_decisions: int | None = None,
+    model_functions: Collection[str] | None = None,
     timeout: float = 300.0,
 ) -> Rollout:
-    """Allocates ``module`` with ``choose`` answering every decision over the pipe.
+    """Allocates ``module`` with ``choose`` answering the decisions over the pipe.
 
     Args:
         module: Optimised bitcode.
@@ -385,11 +405,15 @@ def rollout(
         work: A folder for the MIR.
         keep_per_function: Decisions recorded per function (uniformly drawn).
         rng: Draws the recorded decisions.
-        max_decisions: End the session (:class:`~mlbridge.errors.PipeError`) after this many.
+        max_decisions: The most decisions ``choose`` makes; the later ones get the basic
+            policy (the session ends normally) and the function where it ran out is left
+            out of the record (:attr:`Rollout.capped`). ``None``: no bound.
+        model_functions: The functions asked over the pipe (at least one); llc's built-in
+            basic policy allocates the others in-process. ``None``: every function.
         timeout: Bound of every wait.
 
     Raises:
-        PipeError: If the session fails or asks more than ``max_decisions``.
+        MLBridgeError: If the session fails.
         RegallocTrainError: If the cost run fails.
     """
     from mlbridge.regalloc.gnn import compact_observation
@@ -397,12 +421,22 @@ def rollout(
     start = time.perf_counter()
     kept: dict[str, _Reservoir] = {}
     last_edges: dict[str, Any] = {}
+    capped: list[str] = []
+    made = 0
 
     def policy(obs: Any) -> np.ndarray:
+        nonlocal made
+        name = str(obs.context)
+        if capped or (max_decisions is not None and made >= max_decisions):
+            # Out of decisions: the basic policy (llc's built-in one, in Python) ends the
+            # session normally instead of an ended session's error in llc.
+            if not capped:
+                capped.append(name)
+            return np.asarray(basic_policy(obs), dtype=np.int64).reshape(1)
+        made += 1
         action = int(choose(obs))
         if np.asarray(obs[MASK]).reshape(-1)[action] == 0:
             raise RegallocTrainError(f"the policy chose the illegal action {action}")
-        name = str(obs.context)
         r = kept.setdefault(name, _Reservoir(keep_per_function))
         r.seen += 1
         slot = len(r.actions) if len(r.actions) < r.capacity else int(rng.integers(r.seen))
@@ -417,9 +451,16 @@ def rollout(
                 r.actions[slot] = action
         return np.array([action], dtype=np.int64)
 
+    if model_functions is not None and not model_functions:
+        raise ValueError("model_functions names no function (None: every function)")
+    only = (
+        [f"-mlbridge-regalloc-model-functions={','.join(sorted(model_functions))}"]
+        if model_functions is not None
+        else []
+    )
     mir = work / f"{module.stem}.rollout.mir"
     command = [*_llc_base(plugin), *_mlbridge("-mlbridge-regalloc-runner=pipe",
-               "-mlbridge-regalloc-channel={base}"), "-stop-after=virtregrewriter",
+               "-mlbridge-regalloc-channel={base}", *only), "-stop-after=virtregrewriter",
                str(module), "-o", str(mir)]  # fmt: skip
     try:
         drive_compiler(
@@ -428,20 +469,42 @@ def rollout(
             serdes="bitstream",
             timeout=timeout,
             require_end=True,
-            max_queries=max_decisions,
             parent=work,
+            # The sampled functions may have nothing to allocate: then llc never asks.
+            require_session=model_functions is None,
         )
         costs = function_costs(mir, plugin, timeout)
     finally:
         mir.unlink(missing_ok=True)
+    recorded = {k: r for k, r in kept.items() if k not in capped}
     return Rollout(
         module,
         costs,
-        {k: r.seen for k, r in kept.items()},
-        {k: r.observations for k, r in kept.items()},
-        {k: r.actions for k, r in kept.items()},
+        {k: r.seen for k, r in recorded.items()},
+        {k: r.observations for k, r in recorded.items()},
+        {k: r.actions for k, r in recorded.items()},
         time.perf_counter() - start,
+        capped[0] if capped else None,
     )
+
+
+def sample_functions(functions: Collection[str], size: int | None, seed: int) -> list[str] | None:
+    """The functions the policy allocates in one rollout of a module.
+
+    Args:
+        functions: The module's functions.
+        size: The sample size; a module with no more functions is not sampled (``None``:
+            never sampled).
+        seed: Draws the sample; the same seed gives the same sample.
+
+    Returns:
+        ``size`` of ``functions``, sorted, or ``None`` if the policy allocates every one.
+    """
+    if size is None or len(functions) <= size:
+        return None
+    names = sorted(functions)
+    rng = np.random.default_rng(seed)
+    return sorted(names[int(i)] for i in rng.choice(len(names), size=size, replace=False))
 
 
 # -- modules ------------------------------------------------------------------------------
@@ -471,7 +534,7 @@ def select_modules(
     manifest: Any,
     split: str,
     *,
-    max_instructions: int | None = 3000,
+    max_instructions: int | None = None,
     min_instructions: int = 50,
     max_modules: int | None = None,
 ) -> list[Any]:
@@ -480,7 +543,8 @@ def select_modules(
     Args:
         manifest: A :class:`mlbridge.corpus.Manifest`.
         split: ``train`` or ``heldout``.
-        max_instructions: Leave out larger modules (before ``-O2``; ``None``: no bound).
+        max_instructions: Leave out larger modules (before ``-O2``; ``None``: no bound,
+            large modules are sampled by the rollouts).
         min_instructions: Leave out modules with almost no code.
         max_modules: Keep at most this many, spread evenly over the corpus order (projects
             stay mixed).
@@ -530,14 +594,15 @@ class _Training:
         self.rng = np.random.default_rng(config.seed)
         self.start = time.perf_counter()
         self.samples: list[dict[str, Any]] = []  # for the export check
-        self.too_large: set[Path] = set()
+        # (module, function) where the policy ran out of decisions, for the metrics.
+        self.capped: set[tuple[str, str]] = set()
 
     def draw(self, n: int, *, spilling: bool = False) -> list[TrainingModule]:
         """``n`` modules drawn without replacement.
 
         With ``spilling``, among those where the basic policy spills (if any does).
         """
-        pool = [m for m in self.modules if m.optimized not in self.too_large]
+        pool = list(self.modules)
         if spilling and any(m.basic_cost > 0 for m in pool):
             pool = [m for m in pool if m.basic_cost > 0]
         if n >= len(pool):
@@ -546,15 +611,19 @@ class _Training:
 
     def rollouts(
         self, tasks: Sequence[tuple[TrainingModule, Callable[[Obs], int], int]]
-    ) -> list[tuple[TrainingModule, Rollout | None]]:
-        """Runs ``(module, choose, seed)`` rollouts, ``jobs`` at once; ``None``: too large."""
+    ) -> list[tuple[TrainingModule, Rollout]]:
+        """Runs ``(module, choose, seed)`` rollouts, ``jobs`` at once.
+
+        The seed draws the recorded decisions and, in a module with more than
+        ``sample_functions`` functions, the functions the policy allocates.
+        """
         config = self.config
 
         def one(task: tuple[TrainingModule, Callable[[Obs], int], int]) -> Any:
             module, choose, seed = task
             folder = Path(tempfile.mkdtemp(prefix="rollout-", dir=self.work))
             try:
-                return module, rollout(
+                r = rollout(
                     module.optimized,
                     choose,
                     self.plugin,
@@ -562,24 +631,29 @@ class _Training:
                     keep_per_function=config.samples_per_function,
                     rng=np.random.default_rng(seed),
                     max_decisions=config.max_decisions,
+                    model_functions=sample_functions(
+                        module.basic, config.sample_functions, _function_sample_seed(seed)
+                    ),
                     timeout=config.timeout,
                 )
-            except PipeError as e:
-                if "max_queries" not in str(e):
-                    raise
-                # llc has reported the ended session on stderr ("the model closed ...").
-                if module.optimized not in self.too_large:
-                    _log(
-                        f"{module.source} asks more than {config.max_decisions} decisions "
-                        "(the session was ended): left out from now on",
-                        self.log,
-                    )
-                self.too_large.add(module.optimized)
-                return module, None
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
+            if r.capped is not None and (str(module.source), r.capped) not in self.capped:
+                self.capped.add((str(module.source), r.capped))
+                _log(
+                    f"{module.source}: the policy ran out of its {config.max_decisions} "
+                    f"decisions in {r.capped}; the basic policy finished the rollout and "
+                    "that function is left out of it",
+                    self.log,
+                )
+            return module, r
 
         return _map(config.jobs, one, tasks)
+
+
+def _function_sample_seed(seed: int) -> int:
+    """The seed of a rollout's function sample: apart from its decision draws' stream."""
+    return int(np.random.SeedSequence([seed, 1]).generate_state(1)[0])
 
 
 def _prepare(
@@ -603,6 +677,15 @@ def _prepare(
         f"{time.perf_counter() - t0:.0f} s",
         log,
     )
+    size = config.sample_functions
+    large = [m for m in modules if size is not None and len(m.basic) > size]
+    if large:
+        _log(
+            f"{len(large)} of {len(modules)} modules have more than {size} functions (the "
+            f"most: {max(len(m.basic) for m in large)}): sampled, each rollout lets the "
+            f"policy allocate {size} of them and llc's built-in basic policy the rest",
+            log,
+        )
     return modules
 
 
@@ -620,16 +703,14 @@ def _clone(training: _Training, policy: Any) -> dict[str, Any]:
     runs = training.rollouts([(m, teacher, int(rng.integers(2**63))) for m in chosen])
     samples, actions = [], []
     for _, r in runs:
-        if r is None:
-            continue
         for name in r.observations:
             samples.extend(r.observations[name])
             actions.extend(r.actions[name])
-    skipped = sum(r is None for _, r in runs)
+    capped = sum(r.capped is not None for _, r in runs)
     if not samples:
         raise RegallocTrainError(
-            f"no decision recorded on {len(chosen)} modules (every one asks more than "
-            f"{config.max_decisions} decisions?)"
+            f"no decision recorded on {len(chosen)} modules (do their functions allocate "
+            "nothing, or each ask more than --max-decisions?)"
         )
     training.samples.extend(samples)
     collected = time.perf_counter() - t0
@@ -682,7 +763,7 @@ def _clone(training: _Training, policy: Any) -> dict[str, Any]:
         by_agent[label] = {"decisions": int(idx.size), "agreement": agreement_on(idx)}
     result = {
         "modules": len(chosen),
-        "modules_too_large": skipped,
+        "rollouts_capped": capped,
         "decisions": len(samples),
         "collection_seconds": collected,
         "epochs": epochs,
@@ -692,7 +773,7 @@ def _clone(training: _Training, policy: Any) -> dict[str, Any]:
     }
     _log(
         f"behaviour cloning of the basic policy on {len(samples)} decisions of "
-        f"{len(chosen) - skipped} modules: the deterministic policy agrees on "
+        f"{len(chosen)} modules: the deterministic policy agrees on "
         f"{result['agreement_all'] * 100:.1f}% (priority "
         f"{by_agent['priority']['agreement'] * 100:.1f}%, coloring "
         f"{by_agent['coloring']['agreement'] * 100:.1f}%), {result['seconds']:.0f} s",
@@ -806,7 +887,7 @@ def _fine_tune(training: _Training, policy: Any) -> list[dict[str, Any]]:
             for m in training.draw(config.modules_per_iteration, spilling=True)
             for _ in range(config.episodes_per_module)
         ]  # fmt: skip
-        runs = [(m, r) for m, r in training.rollouts(tasks) if r is not None]
+        runs = training.rollouts(tasks)
         items, totals = _advantages(runs)
         loss, entropy = _reinforce_step(policy, optimizer, items, config)
         for _, r in runs[:2]:  # a few for the export check
@@ -940,7 +1021,7 @@ def train_regalloc(
             result["validation"] = _validate(training, policy, cloned)
             if result["validation"]["kept"] == "cloned":
                 policy = cloned
-        result["modules_too_large"] = sorted(str(p) for p in training.too_large)
+        result["capped_functions"] = sorted(f"{m}:{f}" for m, f in training.capped)
     policy.eval()
     policy.metadata.update(
         {

@@ -814,6 +814,9 @@ private:
   MLModelRunner *modelFor(MachineFunction &MF) {
     if (Stopped)
       return nullptr;
+    if (!Options.ModelFunctions.empty() &&
+        !Options.ModelFunctions.contains(MF.getName()))
+      return nullptr;
     LLVMContext &Ctx = MF.getFunction().getContext();
     if (!Runner) {
       Expected<std::unique_ptr<MLModelRunner>> R =

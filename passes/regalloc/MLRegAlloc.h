@@ -57,6 +57,7 @@
 #include "mlbridge/TensorSpec.h"
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
@@ -143,6 +144,10 @@ struct MLRegAllocOptions {
   std::string RunnerDescription = "model runner";
   /// Whether the split agent acts (see above).
   bool Split = false;
+  /// The functions the model runner allocates; the built-in policy allocates
+  /// the others in-process, without asking it. Empty: every function. A
+  /// trainer samples the functions of a large module this way.
+  llvm::StringSet<> ModelFunctions;
 };
 
 /// The allocator pass (legacy pass manager, which takes ownership).

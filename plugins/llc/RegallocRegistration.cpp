@@ -73,6 +73,13 @@ cl::opt<bool> SplitOpt(
              "live range around one of them instead (docs/ml-regalloc.md)"),
     cl::init(false), cl::cat(Category));
 
+cl::list<std::string> ModelFunctionsOpt(
+    "mlbridge-regalloc-model-functions",
+    cl::desc("Allocate only these functions (comma-separated names) with the "
+             "model runner; the built-in policy allocates the others "
+             "in-process, without asking it (default: every function)"),
+    cl::CommaSeparated, cl::cat(Category));
+
 cl::opt<uint64_t>
     SeedOpt("mlbridge-regalloc-seed",
             cl::desc("The seed of -mlbridge-regalloc-policy=random"),
@@ -85,6 +92,8 @@ FunctionPass *createFromOptions() {
   Options.FallBackOnFailure = Config.OnFailure == ModelFailurePolicy::Fallback;
   Options.RunnerDescription = describeRunner(Config);
   Options.Split = SplitOpt;
+  for (const std::string &Name : ModelFunctionsOpt)
+    Options.ModelFunctions.insert(Name);
   CallbackModelRunner::Callback Policy =
       PolicyOpt == BuiltinPolicy::Random ? passes::randomRegAllocPolicy(SeedOpt)
                                          : passes::builtinRegAllocPolicy();
