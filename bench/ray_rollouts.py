@@ -56,7 +56,7 @@ def _log(message: str) -> None:
 
 
 def niceness(context: WorkerContext, item: int) -> int:
-    """The worker's scheduling niceness (Ray starts its workers at 15 by default)."""
+    """The worker's scheduling niceness (Ray's default is 15; mlbridge's local instance 0)."""
     return os.nice(0)
 
 
@@ -158,9 +158,9 @@ def markdown(result: dict[str, Any]) -> str:
         f"(target within {TARGET_RAY_OVERHEAD:.2f}x: "
         f"{'met' if overhead <= TARGET_RAY_OVERHEAD else 'MISSED'})",
         "",
-        "Ray starts its workers at niceness 15 (its `worker_niceness`), and the compilers a "
-        "worker runs inherit it: on a machine with other work they get the CPU last, and "
-        "the Ray rows say more about that work than about Ray.",
+        "The niceness column is each backend's worker priority: a local Ray instance of "
+        "mlbridge's runs its workers at 0, the job's own (Ray's default is 15, which on a "
+        "machine with other work gives them the CPU last).",
     ]
     return "\n".join(lines) + "\n"
 

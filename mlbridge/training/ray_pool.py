@@ -110,6 +110,11 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
         return
     # Before Ray starts any process: they read it from the environment.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address is None:
+        # Ray starts its workers at niceness 15, below everything else on the machine, and
+        # the compilers they run inherit it. A local instance's workers are this job's
+        # compute, as the threads of --no-ray would be: they run at the job's own priority.
+        os.environ.setdefault("RAY_worker_niceness", "0")
     # Ray 2.60 says on every new local instance that it turned token authentication on
     # (its default, kept; docs/distributed-training.md says so once).
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(

@@ -536,3 +536,36 @@ def test_a_rollout_that_kills_its_workers_is_retried_a_bounded_number_of_times(
         re.M,
     ), out
     assert "bounded-retries retried 1" in out
+
+
+#: A driver of its own: the niceness of a local instance's workers, above its own.
+NICENESS = r"""
+import os
+from mlbridge.training.ray_pool import RayRolloutPool, ray_session
+
+def niceness(context, item):
+    return os.nice(0)
+
+with ray_session(num_cpus=1):
+    with RayRolloutPool(1) as pool:
+        print("worker niceness", pool.map(niceness, [0])[0].value - os.nice(0), flush=True)
+"""
+
+
+@pytest.mark.parametrize(("preset", "expected"), [(None, 0), ("7", 7)])
+def test_a_local_instance_runs_its_workers_at_the_jobs_priority_unless_told(
+    tmp_path: Path, preset: str | None, expected: int
+):
+    # Ray's default is 15, below any other work on the machine; a local instance is the
+    # job's own compute. A niceness the environment asks for is kept.
+    script = tmp_path / "nice.py"
+    script.write_text(NICENESS)
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_worker_niceness", "RAY_ADDRESS")}
+    if preset is not None:
+        env["RAY_worker_niceness"] = preset
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"worker niceness {expected}\n" in proc.stdout
