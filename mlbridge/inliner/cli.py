@@ -23,7 +23,8 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401
             "Trains a linear policy over LLVM's ML inliner features to inline for code "
             "size: every evaluation compiles a corpus module with opt-22 -passes='default<Oz>' "
             "while the policy answers each inlining decision over the pipe, and measures "
-            "the .text size llc-22 makes of it, against stock -Oz. Writes the policy as "
+            "the size of the object llc-22 makes of it (every allocated section, or .text "
+            "with --size-measure text), against stock -Oz. Writes the policy as "
             "JSON (mlbridge.inliner.policy) and, with --onnx, as an ONNX model; beside it "
             "the run's checkpoints, TensorBoard event files and a PNG learning curve."
         ),
@@ -47,6 +48,14 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401
         help="in a module asking more inlining decisions than N, a perturbed policy makes N "
         "of them per rollout, sampled, and LLVM's default decision the rest; no module is "
         "left out for its size (default 400; 0: the policy makes every decision)",
+    )
+    inl.add_argument(
+        "--size-measure",
+        choices=("allocated", "text"),
+        default="allocated",
+        help="what the reward's sizes count: the bytes of every allocated section of the "
+        "object (.text, .rodata, .eh_frame, data; the default: .text alone flatters an "
+        "inliner, every call left in place keeps unwind information) or .text alone",
     )
     inl.add_argument(
         "--max-calls",
@@ -255,6 +264,7 @@ def run_train(args: argparse.Namespace) -> int:
                 jobs=workers,
                 seed=args.seed,
                 sample_call_sites=args.sample_call_sites or None,
+                size_measure=args.size_measure,
             )
             policy = train_inliner(
                 modules,
@@ -283,7 +293,8 @@ def run_train(args: argparse.Namespace) -> int:
                 "best so far": METRIC_BEST,
                 "perturbed policies, batch mean": METRIC_PERTURBED,
             },
-            ylabel="mean .text saving vs stock -Oz (%)",
+            ylabel=f"mean {'allocated' if config.size_measure == 'allocated' else '.text'} "
+            "saving vs stock -Oz (%)",
             title=(
                 f"mlbridge train inliner: {len(modules)} {args.split} modules, "
                 f"{config.pairs} pairs, {workers} workers ({pool.backend})"

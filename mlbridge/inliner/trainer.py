@@ -3,9 +3,12 @@
 Each evaluation compiles one module with ``opt-22 -passes='default<Oz>'`` while a
 :class:`~mlbridge.inliner.policy.LinearPolicy` answers every inlining decision over
 the pipe (LLVM's interactive protocol, :func:`mlbridge.compiler.pipe.drive_compiler`),
-then ``llc-22`` makes an object file and its ``.text`` size is the measure. The reward
-of a module is its relative size saving against stock ``opt-22 -passes='default<Oz>'``
-(positive: smaller than stock).
+then ``llc-22`` makes an object file and its size is the measure: by default the bytes of
+every allocated section (``.text``, ``.rodata``, ``.eh_frame``, data: what the program
+loads), since ``.text`` alone flatters an inliner (every call left in place keeps unwind
+information); ``ESConfig.size_measure`` can ask for ``.text``. The reward of a module is
+its relative size saving against stock ``opt-22 -passes='default<Oz>'`` (positive:
+smaller than stock).
 
 The search is antithetic evolution strategies (Salimans et al., 2017), the method MLGO
 used for its inlining-for-size model: perturb the parameters both ways, compare the mean
@@ -107,24 +110,38 @@ def _run(argv: Sequence[str], timeout: float) -> None:
         raise TrainingError(f"{' '.join(argv)} failed: {proc.stderr.strip()[-2000:]}")
 
 
-def _text_size(bitcode: Path, workdir: Path, timeout: float) -> int:
+#: What a size means (:attr:`ESConfig.size_measure`): the bytes of every allocated section
+#: of the object, or of ``.text`` alone.
+SIZE_MEASURES = ("allocated", "text")
+
+
+def _object_size(bitcode: Path, workdir: Path, timeout: float, measure: str) -> int:
+    if measure not in SIZE_MEASURES:
+        raise ValueError(f"unknown size measure {measure!r}: one of {', '.join(SIZE_MEASURES)}")
     obj = workdir / "out.o"
     _run(
         [find_llvm_tool("llc"), "-O2", "-filetype=obj", str(bitcode), "-o", str(obj)],
         timeout,
     )
     try:
-        return object_sizes(obj).text
+        sizes = object_sizes(obj)
     except LLVMToolError as e:
         raise TrainingError(str(e)) from None
+    return sizes.allocated if measure == "allocated" else sizes.text
 
 
-def stock_text_size(module: Path, *, passes: str = "default<Oz>", timeout: float = 300) -> int:
-    """The ``.text`` size of ``module`` after stock ``opt-22 -passes=<passes>``, ``llc-22 -O2``."""
+def stock_text_size(
+    module: Path, *, passes: str = "default<Oz>", timeout: float = 300, measure: str = "text"
+) -> int:
+    """The size of ``module`` after stock ``opt-22 -passes=<passes>``, ``llc-22 -O2``.
+
+    ``measure`` is ``"text"`` (``.text`` bytes) or ``"allocated"`` (every allocated
+    section's).
+    """
     with tempfile.TemporaryDirectory(prefix="mlbridge-train-") as tmp:
         out = Path(tmp) / "out.bc"
         _run([find_llvm_tool("opt"), f"-passes={passes}", str(module), "-o", str(out)], timeout)
-        return _text_size(out, Path(tmp), timeout)
+        return _object_size(out, Path(tmp), timeout, measure)
 
 
 def _default_decision(observation: Mapping[str, Any]) -> int:
@@ -190,6 +207,7 @@ def evaluate_policy(
     timeout: float = 300,
     sample: frozenset[int] | None = None,
     capture: str | Path | None = None,
+    measure: str = "text",
 ) -> tuple[int, int]:
     """Compiles ``module`` with ``policy`` answering the inlining decisions.
 
@@ -202,9 +220,11 @@ def evaluate_policy(
             the others get LLVM's default decision. ``None``: ``policy`` makes every one.
         capture: Write the session's traffic, the answers included, to this file
             (:func:`mlbridge.logs.read_log` reads it).
+        measure: ``"text"`` (``.text`` bytes) or ``"allocated"`` (every allocated
+            section's).
 
     Returns:
-        The ``.text`` size in bytes, and the number of decisions the compiler asked.
+        The size in bytes, and the number of decisions the compiler asked.
 
     Raises:
         TrainingError: If a tool fails.
@@ -222,7 +242,7 @@ def evaluate_policy(
             raise TrainingError(f"compiling {module} with the policy: {e}") from e
         if result.returncode != 0:
             raise TrainingError(f"{argv[0]} exited with code {result.returncode} on {module}")
-        return _text_size(out, Path(tmp), timeout), result.answered
+        return _object_size(out, Path(tmp), timeout, measure), result.answered
 
 
 @dataclass
@@ -241,6 +261,9 @@ class ESConfig:
         sample_call_sites: In a module asking more inlining decisions than this, a
             perturbed policy makes this many of them per rollout, sampled, and the others
             get LLVM's default decision (``None``: the policy makes every decision).
+        size_measure: What the reward's sizes count: ``"allocated"``, the bytes of every
+            allocated section of the object (``.text``, ``.rodata``, ``.eh_frame``,
+            data), or ``"text"``, ``.text`` alone.
     """
 
     iterations: int = 20
@@ -251,6 +274,7 @@ class ESConfig:
     jobs: int = 2
     seed: int = 0
     sample_call_sites: int | None = 400
+    size_measure: str = "allocated"
 
 
 def _relative_saving(size: int, baseline: int) -> float:
@@ -274,8 +298,10 @@ METRIC_ROLLOUTS = "rollouts/done"
 # The rollouts: module-level functions, so that a Ray pool can pickle them to its workers.
 
 
-def _stock_rollout(context: WorkerContext, module: SharedFile, *, timeout: float) -> int:
-    return stock_text_size(context.local_path(module), timeout=timeout)
+def _stock_rollout(
+    context: WorkerContext, module: SharedFile, *, timeout: float, measure: str
+) -> int:
+    return stock_text_size(context.local_path(module), timeout=timeout, measure=measure)
 
 
 def _policy_rollout(
@@ -285,10 +311,13 @@ def _policy_rollout(
     policies: Sequence[LinearPolicy],
     command: Sequence[str] | None,
     timeout: float,
+    measure: str,
 ) -> tuple[int, int]:
     index, module, sample = task
     path = context.local_path(module)
-    return evaluate_policy(policies[index], path, command=command, timeout=timeout, sample=sample)
+    return evaluate_policy(
+        policies[index], path, command=command, timeout=timeout, sample=sample, measure=measure
+    )
 
 
 def _features_rollout(
@@ -491,7 +520,11 @@ def train_inliner(
             chosen = samples or {}
             tasks = [(p, shared[i], chosen.get(i)) for p in range(len(policies)) for i in indices]
             rollout = functools.partial(
-                _policy_rollout, policies=tuple(policies), command=command, timeout=timeout
+                _policy_rollout,
+                policies=tuple(policies),
+                command=command,
+                timeout=timeout,
+                measure=config.size_measure,
             )
             results = [r.value for r in pool.map(rollout, tasks, description=description)]
             sizes = [size for size, _ in results]
@@ -528,7 +561,7 @@ def train_inliner(
             )
         else:
             say(f"measuring stock -Oz on {len(modules)} modules ({pool.workers} workers)")
-            stock = functools.partial(_stock_rollout, timeout=timeout)
+            stock = functools.partial(_stock_rollout, timeout=timeout, measure=config.size_measure)
             baselines = [
                 r.value
                 for r in pool.map(
@@ -659,6 +692,7 @@ def train_inliner(
             "seed": config.seed,
             "sample_call_sites": config.sample_call_sites,
             "sampled_modules": _sampled_modules(run.decisions, config.sample_call_sites),
+            "size_measure": config.size_measure,
             "mean_saving_vs_stock_Oz": run.best_score,
             "wall_time_s": round(wall(), 3),
             "rollouts": run.rollouts,

@@ -99,6 +99,18 @@ def test_imitating_default_compiles_as_stock_oz(sample_bc: Path):
     assert size == stock_text_size(sample_bc)
 
 
+def test_the_allocated_measure_counts_more_than_text(sample_bc: Path):
+    # .rodata, .eh_frame and data besides .text: what an inliner that leaves calls in
+    # place pays for in unwind information shows only here.
+    policy = LinearPolicy.imitating_default(FEATURES)
+    text, _ = evaluate_policy(policy, sample_bc, measure="text")
+    allocated, _ = evaluate_policy(policy, sample_bc, measure="allocated")
+    assert allocated > text
+    assert allocated == stock_text_size(sample_bc, measure="allocated")
+    with pytest.raises(ValueError, match="unknown size measure 'bss'"):
+        stock_text_size(sample_bc, measure="bss")
+
+
 def test_never_inlining_changes_the_size(sample_bc: Path):
     size, _ = evaluate_policy(lambda obs: 0, sample_bc)
     assert size != stock_text_size(sample_bc)
@@ -111,10 +123,12 @@ def test_training_returns_a_policy_no_worse_than_its_start(sample_bc: Path):
         ESConfig(iterations=1, pairs=1, modules_per_iteration=1, jobs=1),
         progress=messages.append,
     )
-    # The recorded saving is what the returned policy measures (an independent compile),
-    # and the best of the start (saving 0: it imitates the default) and the iterate.
-    size, _ = evaluate_policy(policy, sample_bc)
-    stock = stock_text_size(sample_bc)
+    # The recorded saving is what the returned policy measures (an independent compile,
+    # every allocated section: the default measure), and the best of the start (saving 0:
+    # it imitates the default) and the iterate.
+    assert policy.metadata["size_measure"] == "allocated"
+    size, _ = evaluate_policy(policy, sample_bc, measure="allocated")
+    stock = stock_text_size(sample_bc, measure="allocated")
     assert policy.metadata["mean_saving_vs_stock_Oz"] == pytest.approx((stock - size) / stock)
     # The returned policy is the better of the two it measured: the start and the iterate.
     start = next(m for m in messages if m.startswith("start: "))
