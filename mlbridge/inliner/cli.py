@@ -80,7 +80,7 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401
     inl.add_argument(
         "--learning-rate", type=float, default=0.05, metavar="X", help="step size (default 0.05)"
     )
-    add_pool_arguments(inl, rollouts="compilations")
+    add_pool_arguments(inl, rollout="compilation", rollouts="compilations")
     add_run_arguments(
         inl,
         checkpoint_default="OUTPUT's name with .checkpoints, next to it",

@@ -38,19 +38,21 @@ def default_workers() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
-def add_pool_arguments(parser: argparse.ArgumentParser, *, rollouts: str) -> None:
+def add_pool_arguments(
+    parser: argparse.ArgumentParser, *, rollout: str = "compilation", rollouts: str = "compilations"
+) -> None:
     """Adds ``--ray-address``, ``--workers`` (alias ``--jobs``) and ``--no-ray``.
 
     Args:
         parser: The command's parser.
-        rollouts: What one rollout is, plural (``"compilations"``, ``"episodes"``), for
-            the help texts.
+        rollout: What one rollout is (``"compilation"``, ``"episode"``), for the help texts.
+        rollouts: The same, plural.
     """
     where = parser.add_argument_group(
         f"where the {rollouts} run",
         "By default on Ray: a local Ray instance started for the job (no dashboard, no "
         "usage statistics) and stopped at its end, or the cluster of --ray-address. Each "
-        f"worker is a Ray actor running one of the {rollouts} at a time; the modules reach "
+        f"worker is a Ray actor running one {rollout} at a time; the modules reach "
         "it through Ray's object store, so worker nodes need the same mlbridge install and "
         f"LLVM 22, no shared files. A worker lost mid-job has its {rollouts} retried on "
         "the others (docs/distributed-training.md).",
