@@ -12,6 +12,13 @@ iteration draws a few modules and runs several sampled episodes on each; an epis
 advantage is its return minus the mean return of the other episodes on the same module,
 which cancels how much a module can shrink at all. An entropy bonus keeps exploring.
 
+Every episode is a rollout on a :class:`~mlbridge.training.pool.RolloutPool` (Ray actors or
+threads, :mod:`mlbridge.training`): it gets the policy's weights, the module and its own
+sampling seed, and plays in the worker's :class:`PhaseOrderEnv`; the updates run in the
+driver, which draws the modules and the seeds, so the result does not depend on the pool.
+Checkpoints (:mod:`mlbridge.training.checkpoints`) let a run resume with the result of an
+uninterrupted one.
+
 After training, the greedy policy is exported to ONNX (int64 ``action`` = the argmax, in
 the graph), checked against the PyTorch policy on the observations seen in training, and
 evaluated on held-out modules: ``.text`` bytes of ``llc-22 -O2`` after stock
