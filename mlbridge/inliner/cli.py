@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from mlbridge.errors import MLBridgeError
+from mlbridge.training.run_options import add_pool_arguments, add_run_arguments
 
 __all__ = ["add_train_parser", "run_train", "say"]
 
@@ -89,69 +89,14 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401
     inl.add_argument(
         "--learning-rate", type=float, default=0.05, metavar="X", help="step size (default 0.05)"
     )
-    where = inl.add_argument_group(
-        "where the compilations run",
-        "By default on Ray: a local Ray instance started for the job (no dashboard, no usage "
-        "statistics) and stopped at its end, or the cluster of --ray-address. Each worker is "
-        "a Ray actor running one compilation at a time; the modules reach it through Ray's "
-        "object store, so worker nodes need the same mlbridge install and LLVM 22, no shared "
-        "files. A worker lost mid-job has its compilations retried on the others "
-        "(docs/distributed-training.md).",
-    )
-    where.add_argument(
-        "--ray-address",
-        metavar="ADDR",
-        help="join this Ray cluster: HOST:PORT of its head (`ray start --head` prints it), "
-        "'auto' for the cluster this machine belongs to, or ray://HOST:PORT (Ray Client); "
-        "default: start a local Ray instance",
-    )
-    where.add_argument(
-        "--workers",
-        "--jobs",
-        dest="workers",
-        type=int,
-        metavar="N",
-        help="compilations at once: Ray actors of 1 CPU each (default: every CPU of the "
-        "cluster; on a local instance this machine's CPUs, at most 2), or threads with "
-        "--no-ray (default: CPUs, at most 2)",
-    )
-    where.add_argument(
-        "--no-ray",
-        action="store_true",
-        help="run the compilations in threads of this process, without Ray",
-    )
-    runs = inl.add_argument_group("checkpoints and metrics")
-    runs.add_argument(
-        "--checkpoint-dir",
-        metavar="DIR",
-        help="where checkpoints go (default: OUTPUT's name with .checkpoints, next to it); "
-        "a new run replaces a finished run's checkpoints there and refuses an unfinished "
-        "run's (continue it with --resume)",
-    )
-    runs.add_argument(
-        "--checkpoint-every",
-        type=int,
-        default=1,
-        metavar="N",
-        help="write a checkpoint (parameters, best policy and score, random generator, "
-        "settings, stock sizes) every N iterations, and after the last (default 1)",
-    )
-    runs.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run from the latest checkpoint in --checkpoint-dir; give the "
-        "run's settings again (only --iterations and --workers may change)",
-    )
-    runs.add_argument(
-        "--tensorboard-dir",
-        metavar="DIR",
-        help="TensorBoard event files of the per-iteration reward and wall time (default: "
-        "OUTPUT's name with .tensorboard, next to it; view with `tensorboard --logdir DIR`)",
-    )
-    runs.add_argument(
-        "--curve",
-        metavar="FILE",
-        help="the PNG learning curve (default: OUTPUT's name with .curve.png, next to it)",
+    add_pool_arguments(inl, rollout="compilation", rollouts="compilations")
+    add_run_arguments(
+        inl,
+        checkpoint_default="OUTPUT's name with .checkpoints, next to it",
+        checkpoint_contents="parameters, best policy and score, random generator, settings, "
+        "stock sizes",
+        tensorboard_default="OUTPUT's name with .tensorboard, next to it",
+        curve_default="OUTPUT's name with .curve.png, next to it",
     )
     inl.add_argument(
         "--seed",
@@ -180,13 +125,12 @@ def run_train(args: argparse.Namespace) -> int:
         METRIC_WALL,
         ESConfig,
         check_worker,
-        default_jobs,
         describe,
         prepare_checkpoints,
         train_inliner,
     )
     from mlbridge.training.metrics import TrainingMetrics, plot_learning_curve
-    from mlbridge.training.pool import LocalRolloutPool, RolloutPool
+    from mlbridge.training.run_options import check_pool_arguments, open_rollout_pool
 
     corpus = Path(args.corpus) if args.corpus else default_corpus_dir()
     try:
@@ -218,12 +162,7 @@ def run_train(args: argparse.Namespace) -> int:
             "functions it defines"
         )
     say(f"{len(modules)} {args.split} modules from {corpus}")
-    if args.no_ray and args.ray_address:
-        raise CLIError("--ray-address joins a Ray cluster and --no-ray runs without Ray: pick one")
-    for name in ("workers", "checkpoint_every"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise CLIError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    check_pool_arguments(args)
     output = Path(args.output)
     checkpoint_dir = Path(args.checkpoint_dir or _beside(output, ".checkpoints"))
     tensorboard_dir = Path(args.tensorboard_dir or _beside(output, ".tensorboard"))
@@ -238,23 +177,8 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         with contextlib.ExitStack() as stack:
             stack.callback(metrics.close)
-            pool: RolloutPool
-            if args.no_ray:
-                workers = args.workers or default_jobs()
-                pool = stack.enter_context(LocalRolloutPool(workers))
-                say(f"{workers} compilations at once in this process (no Ray)")
-            else:
-                from mlbridge.training.ray_pool import RayRolloutPool, cluster_cpus, ray_session
-
-                local_cpus = max(os.cpu_count() or 1, args.workers or 1)
-                where = stack.enter_context(
-                    ray_session(args.ray_address, num_cpus=None if args.ray_address else local_cpus)
-                )
-                workers = args.workers or (cluster_cpus() if args.ray_address else default_jobs())
-                say(f"on the {where}: starting {workers} workers")
-                pool = stack.enter_context(RayRolloutPool(workers, setup=check_worker, log=say))
-                nodes = sorted({n.describe() for n in pool.live_nodes()})
-                say(f"{workers} workers on {len(nodes)} node(s): {'; '.join(nodes)}")
+            opened = open_rollout_pool(stack, args, setup=check_worker, say=say)
+            pool, workers = opened.pool, opened.workers
             config = ESConfig(
                 iterations=args.iterations,
                 pairs=args.pairs,

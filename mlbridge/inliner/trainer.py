@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -52,8 +51,8 @@ from mlbridge.progress import track
 from mlbridge.training.checkpoints import (
     CheckpointError,
     latest_checkpoint,
-    list_checkpoints,
     load_checkpoint,
+    prepare_checkpoint_folder,
     save_checkpoint,
 )
 from mlbridge.training.metrics import TrainingMetrics
@@ -64,6 +63,7 @@ from mlbridge.training.pool import (
     SharedFile,
     WorkerContext,
 )
+from mlbridge.training.run_options import default_workers
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -409,39 +409,17 @@ def _resume(
 def prepare_checkpoints(folder: str | Path, resume: bool, say: Callable[[str], None]) -> None:
     """Checks a run's checkpoint folder before the run (cheap: call it before starting Ray).
 
-    To resume, the folder must hold a checkpoint. A new run removes the checkpoints of a
-    run that finished there, and refuses those of an unfinished run (whose iterations a
-    new run would mix with its own).
+    :func:`mlbridge.training.checkpoints.prepare_checkpoint_folder` for this trainer's
+    checkpoints: to resume, the folder must hold one; a new run removes a finished run's
+    and refuses an unfinished run's.
 
     Raises:
         TrainingError: Saying what to do (resume, or remove the folder).
     """
-    root = Path(folder)
-    if resume:
-        if latest_checkpoint(root) is None:
-            raise TrainingError(
-                f"no checkpoint to resume from in {root}: run without --resume to start a "
-                "new run (or point --checkpoint-dir at the run's folder)"
-            )
-        return
-    found = list_checkpoints(root)
-    if not found:
-        return
-    latest = found[-1][1]
     try:
-        iteration, state = load_checkpoint(latest, CHECKPOINT_FORMAT)
-        finished = iteration >= int(state["config"]["iterations"])
-    except (CheckpointError, KeyError, TypeError, ValueError):
-        finished = False
-    if not finished:
-        raise TrainingError(
-            f"{root} holds the checkpoints of an unfinished run (latest: {latest.name}): "
-            "pass --resume to continue it, or remove the folder (or choose another "
-            "--checkpoint-dir) to start anew"
-        )
-    for _, path in found:
-        path.unlink()
-    say(f"removed the {len(found)} checkpoints of the finished run in {root}")
+        prepare_checkpoint_folder(folder, CHECKPOINT_FORMAT, resume=resume, say=say)
+    except CheckpointError as e:
+        raise TrainingError(str(e)) from e
 
 
 def train_inliner(
@@ -748,7 +726,7 @@ def _feature_names(module: Path, command: Sequence[str] | None, timeout: float) 
 
 def default_jobs() -> int:
     """Parallel compilations: the number of CPUs, at most 2 (the machines here have 2)."""
-    return max(1, min(2, os.cpu_count() or 1))
+    return default_workers()
 
 
 def require_tools() -> None:

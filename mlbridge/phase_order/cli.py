@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mlbridge.training.run_options import add_pool_arguments, add_run_arguments
+
 __all__ = ["add_train_parser", "run_train"]
 
 
@@ -25,9 +27,11 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
             "pass over the pipe, the policy picks each sub-sequence, the reward is the "
             "code-size decrease the pass reports), exports it to ONNX (int64 'action'), "
             "checks the export against the policy, and compares the held-out modules' "
-            ".text bytes with the ONNX agent in-process against stock -Oz. Writes "
-            "policy.json, agent.onnx and metrics.json to the output folder "
-            "(docs/phase-order-training.md)."
+            ".text bytes with the ONNX agent in-process against stock -Oz. The episodes "
+            "run on Ray (a local instance, or a cluster) or in threads (--no-ray); the "
+            "updates in this process. Writes policy.json, agent.onnx and metrics.json to "
+            "the output folder, with the run's checkpoints, TensorBoard event files and a "
+            "PNG learning curve (docs/phase-order-training.md)."
         ),
     )
     p.add_argument("--corpus", metavar="DIR", help="corpus folder (default: the built one)")
@@ -127,7 +131,6 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
         help=f"Adam's step size (default {d.learning_rate})",
     )
     p.add_argument("--entropy", type=float, default=d.entropy, help="entropy bonus weight")
-    p.add_argument("--jobs", type=int, default=d.jobs, metavar="N", help="parallel compilations")
     p.add_argument(
         "--seed",
         type=int,
@@ -152,24 +155,46 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
         help="evaluate on at most N held-out modules (default: all)",
     )
     p.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation")
+    add_pool_arguments(p, rollout="episode", rollouts="episodes")
+    add_run_arguments(
+        p,
+        checkpoint_default="OUTPUT_DIR/checkpoints",
+        checkpoint_contents="the policy, the cloned policy, the optimizer's state, random "
+        "generator, settings, the observations seen; the first after the warm start",
+        tensorboard_default="OUTPUT_DIR/tensorboard",
+        tensorboard_contents="the per-iteration size reduction, episode length, entropy "
+        "and wall time",
+        curve_default="OUTPUT_DIR/curve.png",
+    )
     return p
 
 
 def run_train(args: argparse.Namespace) -> int:
     """Runs ``mlbridge train phase-order``."""
+    import contextlib
+    import functools
+    import os
+
     from mlbridge.corpus import default_corpus_dir, load_manifest
     from mlbridge.errors import CLIError, MLBridgeError
     from mlbridge.phase_order.command import find_plugin
     from mlbridge.phase_order.trainer import (
+        METRIC_BEST,
+        METRIC_MEAN,
+        METRIC_WALL,
         PGConfig,
         agreement,
+        check_worker,
         evaluate_heldout,
+        prepare_checkpoints,
         select_modules,
         stderr_log,
         summarize_heldout,
         train_phase_order,
         write_metrics,
     )
+    from mlbridge.training.metrics import TrainingMetrics, plot_learning_curve
+    from mlbridge.training.run_options import check_pool_arguments, open_rollout_pool
 
     started = time.perf_counter()
     if args.episodes_per_module < 2:
@@ -177,6 +202,7 @@ def run_train(args: argparse.Namespace) -> int:
             f"--episodes-per-module must be at least 2 (got {args.episodes_per_module}): each "
             "episode's baseline is the mean return of the module's other episodes"
         )
+    check_pool_arguments(args)
     corpus = Path(args.corpus) if args.corpus else default_corpus_dir()
     try:
         manifest = load_manifest(corpus)
@@ -198,28 +224,56 @@ def run_train(args: argparse.Namespace) -> int:
         max_modules=args.heldout_max_modules,
     )
     out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    config = PGConfig(
-        teacher=args.teacher,
-        bc_modules=args.bc_modules,
-        bc_epochs=args.bc_epochs,
-        validation_modules=args.validation_modules,
-        iterations=args.iterations,
-        modules_per_iteration=args.modules_per_iteration,
-        episodes_per_module=args.episodes_per_module,
-        max_steps=args.max_steps,
-        hidden=args.hidden,
-        learning_rate=args.learning_rate,
-        entropy=args.entropy,
-        jobs=args.jobs,
-        seed=args.seed,
-        observation=args.observation,
-        ir2vec_vocab=args.ir2vec_vocab,
-        actions=args.actions,
-    )
-    stderr_log(f"{len(modules)} training modules from {corpus}, plugin {plugin}")
+    checkpoint_dir = Path(args.checkpoint_dir or out / "checkpoints")
+    tensorboard_dir = Path(args.tensorboard_dir or out / "tensorboard")
+    curve = Path(args.curve or out / "curve.png")
     try:
-        policy, history, samples = train_phase_order(modules, config, plugin=plugin, log=stderr_log)
+        # Before Ray starts: a wrong checkpoint folder is said at once.
+        prepare_checkpoints(checkpoint_dir, args.resume, stderr_log)
+    except MLBridgeError as e:
+        raise CLIError(str(e)) from e
+    out.mkdir(parents=True, exist_ok=True)
+    stderr_log(f"{len(modules)} training modules from {corpus}, plugin {plugin}")
+    metrics_log = TrainingMetrics(tensorboard_dir, log=stderr_log)
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.callback(metrics_log.close)
+            opened = open_rollout_pool(
+                stack,
+                args,
+                setup=functools.partial(check_worker, str(plugin)),
+                say=stderr_log,
+                rollouts="episodes",
+            )
+            config = PGConfig(
+                teacher=args.teacher,
+                bc_modules=args.bc_modules,
+                bc_epochs=args.bc_epochs,
+                validation_modules=args.validation_modules,
+                iterations=args.iterations,
+                modules_per_iteration=args.modules_per_iteration,
+                episodes_per_module=args.episodes_per_module,
+                max_steps=args.max_steps,
+                hidden=args.hidden,
+                learning_rate=args.learning_rate,
+                entropy=args.entropy,
+                jobs=opened.workers,
+                seed=args.seed,
+                observation=args.observation,
+                ir2vec_vocab=args.ir2vec_vocab,
+                actions=args.actions,
+            )
+            policy, history, samples = train_phase_order(
+                modules,
+                config,
+                plugin=plugin,
+                log=stderr_log,
+                pool=opened.pool,
+                checkpoint_dir=checkpoint_dir,
+                checkpoint_every=args.checkpoint_every,
+                resume=args.resume,
+                metrics=metrics_log,
+            )
         train_seconds = time.perf_counter() - started
         policy.save(out / "policy.json")
         if args.policy_out:
@@ -240,6 +294,8 @@ def run_train(args: argparse.Namespace) -> int:
             "export_agreement": {"fraction": agree, "samples": checked},
         }
         if not args.no_eval:
+            # In this process: the held-out compilations use the ONNX agent in opt, and
+            # this machine's CPUs bound them.
             results = evaluate_heldout(
                 onnx_path,
                 heldout,
@@ -248,7 +304,7 @@ def run_train(args: argparse.Namespace) -> int:
                 observation=args.observation,
                 ir2vec_vocab=args.ir2vec_vocab,
                 actions=args.actions,
-                jobs=args.jobs,
+                jobs=min(opened.workers, os.cpu_count() or 1),
                 log=stderr_log,
             )
             summary = summarize_heldout(results)
@@ -261,10 +317,34 @@ def run_train(args: argparse.Namespace) -> int:
                 f"{summary['modules_agent_smaller']}, equal on "
                 f"{summary['modules_agent_equal']}, larger on {summary['modules_agent_larger']}"
             )
-    except MLBridgeError as e:
+    except (MLBridgeError, ValueError) as e:
         raise CLIError(str(e)) from e
     metrics["wall_seconds"] = time.perf_counter() - started
     write_metrics(out / "metrics.json", metrics)
     stderr_log(f"wrote {out / 'policy.json'}, {out / 'agent.onnx'}, {out / 'metrics.json'}")
+    stderr_log(
+        f"checkpoints in {checkpoint_dir}; TensorBoard: tensorboard --logdir {tensorboard_dir}"
+    )
+    try:
+        plot_learning_curve(
+            metrics_log.history,
+            curve,
+            series={
+                "sampled episodes, mean": METRIC_MEAN,
+                "best episode": METRIC_BEST,
+            },
+            ylabel="code-size reduction, the pass's estimate (%)",
+            title=(
+                f"mlbridge train phase-order: {len(modules)} training modules, "
+                f"{config.episodes_per_module} episodes x {config.modules_per_iteration} "
+                f"modules per iteration, {opened.workers} workers ({opened.pool.backend}); "
+                "step 0: the teacher"
+            ),
+            wall_time=METRIC_WALL,
+        )
+    except ImportError as e:
+        stderr_log(f"no learning curve ({e}): pip install 'mlbridge[train]'")
+    else:
+        stderr_log(f"wrote {curve}")
     stderr_log(f"wall time {metrics['wall_seconds']:.0f} s")
     return 0

@@ -158,9 +158,18 @@ class PhasePolicy(torch.nn.Module):
             data = json.loads(Path(path).read_text())
         except (OSError, ValueError) as e:
             raise MLBridgeError(f"cannot read the phase-ordering policy {path}: {e}") from None
+        return cls.from_json(data, where=str(path))
+
+    @classmethod
+    def from_json(cls, data: Any, *, where: str = "the data") -> PhasePolicy:  # noqa: ANN401
+        """The policy of :meth:`to_json`'s data, in eval mode.
+
+        Raises:
+            MLBridgeError: If ``data`` is not such a policy.
+        """
         if not isinstance(data, dict) or data.get("format") != POLICY_FORMAT:
             raise MLBridgeError(
-                f"{path} is not a phase-ordering policy (expected format {POLICY_FORMAT!r}; "
+                f"{where} is not a phase-ordering policy (expected format {POLICY_FORMAT!r}; "
                 "write one with 'mlbridge train phase-order')"
             )
         policy = cls(data["dim"], data["n_actions"], data["hidden"], data.get("metadata"))

@@ -12,6 +12,13 @@ iteration draws a few modules and runs several sampled episodes on each; an epis
 advantage is its return minus the mean return of the other episodes on the same module,
 which cancels how much a module can shrink at all. An entropy bonus keeps exploring.
 
+Every episode is a rollout on a :class:`~mlbridge.training.pool.RolloutPool` (Ray actors or
+threads, :mod:`mlbridge.training`): it gets the policy's weights, the module and its own
+sampling seed, and plays in the worker's :class:`PhaseOrderEnv`; the updates run in the
+driver, which draws the modules and the seeds, so the result does not depend on the pool.
+Checkpoints (:mod:`mlbridge.training.checkpoints`) let a run resume with the result of an
+uninterrupted one.
+
 After training, the greedy policy is exported to ONNX (int64 ``action`` = the argmax, in
 the graph), checked against the PyTorch policy on the observations seen in training, and
 evaluated on held-out modules: ``.text`` bytes of ``llc-22 -O2`` after stock
@@ -21,21 +28,24 @@ without optimisation.
 
 from __future__ import annotations
 
+import base64
+import functools
+import io
 import json
 import platform
-import queue
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mlbridge.errors import MLBridgeError
 from mlbridge.llvm import find_llvm_tool
 from mlbridge.phase_order.command import (
     ACTION_HISTORY,
@@ -49,18 +59,45 @@ from mlbridge.phase_order.command import (
     text_size,
 )
 from mlbridge.progress import track
+from mlbridge.training.checkpoints import (
+    CheckpointError,
+    latest_checkpoint,
+    load_checkpoint,
+    prepare_checkpoint_folder,
+    save_checkpoint,
+)
+from mlbridge.training.metrics import TrainingMetrics
+from mlbridge.training.pool import (
+    LocalRolloutPool,
+    RolloutPool,
+    RolloutPoolError,
+    SharedFile,
+    WorkerContext,
+)
 
 if TYPE_CHECKING:
     # Gymnasium (the gym extra) is only needed to train, not to build the command line.
     from mlbridge.phase_order.env import PhaseOrderEnv
 
 __all__ = [
+    "CHECKPOINT_FORMAT",
+    "METRIC_BEST",
+    "METRIC_ENTROPY",
+    "METRIC_LENGTH",
+    "METRIC_MEAN",
+    "METRIC_ROLLOUTS",
+    "METRIC_WALL",
+    "Agent",
+    "EnvSettings",
     "Episode",
     "HeldoutResult",
     "PGConfig",
+    "PolicyWeights",
     "agreement",
+    "check_worker",
     "evaluate_heldout",
     "parse_teacher",
+    "prepare_checkpoints",
     "run_episode",
     "select_modules",
     "size_change_text",
@@ -216,34 +253,6 @@ def run_episode(
             return episode
 
 
-@contextmanager
-def _env_pool(
-    count: int, modules: Sequence[Path], config: PGConfig, plugin: Path
-) -> Iterator[queue.Queue[PhaseOrderEnv]]:
-    from mlbridge.phase_order.env import PhaseOrderEnv
-
-    pool: queue.Queue[PhaseOrderEnv] = queue.Queue()
-    envs: list[PhaseOrderEnv] = []
-    try:
-        for _ in range(count):
-            env = PhaseOrderEnv(
-                modules,
-                plugin=plugin,
-                max_steps=config.max_steps,
-                observation=config.observation,
-                ir2vec_vocab=config.ir2vec_vocab,
-                actions=config.actions,
-                timeout=config.timeout,
-                exit_timeout=config.timeout,
-            )
-            envs.append(env)
-            pool.put(env)
-        yield pool
-    finally:
-        for env in envs:
-            env.close()
-
-
 def _log(message: str, log: Callable[[str], None] | None) -> None:
     if log is not None:
         log(message)
@@ -311,49 +320,292 @@ def _clone(policy: Any, episodes: Sequence[Episode], config: PGConfig) -> float:
     return float(loss.detach())
 
 
+# -- the rollouts: what a pool's worker runs (module-level, so that Ray can pickle them) --
+
+
+@dataclass(frozen=True)
+class EnvSettings:
+    """What a worker needs to build its :class:`PhaseOrderEnv` (the same on every worker).
+
+    Attributes:
+        plugin: The opt plugin, at this path on every node (the same install everywhere).
+        max_steps: The pass's step limit.
+        observation: ``counts`` or ``ir2vec``.
+        ir2vec_vocab: The vocabulary for ``ir2vec``.
+        actions: A file of sub-sequences; ``None``: the pass's built-in set.
+        timeout: Bound of every wait, seconds.
+    """
+
+    plugin: str
+    max_steps: int
+    observation: str
+    ir2vec_vocab: str | None
+    actions: str | None
+    timeout: float
+
+
+@dataclass(frozen=True)
+class PolicyWeights:
+    """A :class:`~mlbridge.phase_order.policy.PhasePolicy` as plain data, for the workers.
+
+    Attributes:
+        dim: D, the observation's length.
+        n_actions: N, the number of sub-sequences.
+        hidden: The hidden layer's width.
+        arrays: The state dict as ``(name, float32 array)`` pairs.
+    """
+
+    dim: int
+    n_actions: int
+    hidden: int
+    arrays: tuple[tuple[str, np.ndarray], ...]
+
+    @classmethod
+    def of(cls, policy: Any) -> PolicyWeights:  # noqa: ANN401 - a PhasePolicy
+        """A copy of ``policy``'s architecture and weights."""
+        return cls(
+            policy.dim,
+            policy.n_actions,
+            policy.hidden,
+            tuple((k, v.detach().cpu().numpy().copy()) for k, v in policy.state_dict().items()),
+        )
+
+    def build(self) -> Any:  # noqa: ANN401 - a PhasePolicy
+        """The policy, in eval mode, with exactly these weights."""
+        import torch
+
+        from mlbridge.phase_order.policy import PhasePolicy
+
+        # Built on the meta device, then given the weights: a random initialisation would
+        # draw from torch's global generator, which the driver's own draws use.
+        with torch.device("meta"):
+            policy = PhasePolicy(self.dim, self.n_actions, self.hidden)
+        policy.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in self.arrays}, assign=True)
+        policy.eval()
+        return policy
+
+
+@dataclass(frozen=True)
+class Agent:
+    """How one map's episodes choose their actions.
+
+    Attributes:
+        kind: ``"teacher"`` (the ``teacher`` actions, then stop), ``"sample"`` (drawn from
+            the policy's probabilities with the episode's own seed) or ``"greedy"``.
+        teacher: The teacher's actions.
+        weights: The policy of ``sample`` and ``greedy``.
+    """
+
+    kind: str
+    teacher: tuple[int, ...] = ()
+    weights: PolicyWeights | None = None
+
+
+#: One episode of a map: the index of its agent, the module, the sampling seed (or None).
+EpisodeTask = tuple[int, SharedFile, int | None]
+
+# Each worker thread (a Ray actor has one) keeps its environments between episodes: making
+# one runs the pass once to learn the action count, as long as an episode on a small module.
+_worker_state = threading.local()
+
+
+def _worker_env(context: WorkerContext, settings: EnvSettings, module: Path) -> PhaseOrderEnv:
+    """This worker's environment for ``settings`` (made on first use, in its scratch folder)."""
+    from mlbridge.phase_order.env import PhaseOrderEnv
+
+    envs: dict[tuple[EnvSettings, Path], PhaseOrderEnv] | None = getattr(
+        _worker_state, "envs", None
+    )
+    if envs is None:
+        envs = _worker_state.envs = {}
+    key = (settings, context.scratch_dir)
+    env = envs.get(key)
+    if env is None:
+        env = PhaseOrderEnv(
+            [module],
+            plugin=settings.plugin,
+            max_steps=settings.max_steps,
+            observation=settings.observation,
+            ir2vec_vocab=settings.ir2vec_vocab,
+            actions=settings.actions,
+            timeout=settings.timeout,
+            exit_timeout=settings.timeout,
+            workdir_parent=context.scratch_dir,
+        )
+        envs[key] = env
+    return env
+
+
+def _shape_rollout(
+    context: WorkerContext, module: SharedFile, *, settings: EnvSettings
+) -> tuple[int, int]:
+    """D and N, as the pass reports them on ``module``."""
+    env = _worker_env(context, settings, context.local_path(module))
+    return env.observation_dim, env.n_actions
+
+
+def _episode_rollout(
+    context: WorkerContext,
+    task: EpisodeTask,
+    *,
+    agents: Sequence[Agent],
+    settings: EnvSettings,
+) -> Episode:
+    """One episode of ``agents[task[0]]`` on module ``task[1]`` (named by the driver's path)."""
+    import torch
+
+    # The episodes run in other processes; more torch threads would compete with them.
+    torch.set_num_threads(1)
+    index, module, seed = task
+    agent = agents[index]
+    path = context.local_path(module)
+    env = _worker_env(context, settings, path)
+    choose: Callable[[Obs], int]
+    if agent.kind == "teacher":
+        teacher, stop = agent.teacher, env.stop_action
+
+        def choose(obs: Obs) -> int:
+            step = int(np.asarray(obs["step"]).reshape(-1)[0])
+            return teacher[step] if step < len(teacher) else stop
+
+    else:
+        assert agent.weights is not None
+        policy = agent.weights.build()
+        if agent.kind == "greedy":
+            choose = policy.act
+        else:
+            sampler = np.random.default_rng(seed)
+
+            def choose(obs: Obs) -> int:
+                p = policy.probabilities(obs)
+                return int(sampler.choice(len(p), p=p / p.sum()))
+
+    episode = run_episode(env, path, choose)
+    episode.module = module.path
+    return episode
+
+
+def check_worker(plugin: str | Path) -> None:
+    """What a training worker checks at start (a Ray actor, on its node).
+
+    LLVM 22's ``opt``, the plugin at ``plugin`` and the ``gym`` extra (Gymnasium).
+
+    Raises:
+        PhaseOrderError: Naming what is missing and how to install it.
+    """
+    try:
+        find_llvm_tool("opt")
+    except MLBridgeError as e:
+        raise PhaseOrderError(str(e)) from e
+    if not Path(plugin).is_file():
+        raise PhaseOrderError(
+            f"the opt plugin {plugin} is not on this node: every node needs the same mlbridge "
+            "build at the same path (`mlbridge build`, or --build-dir)"
+        )
+    try:
+        import gymnasium  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as e:
+        raise PhaseOrderError(
+            f"{e}: training needs Gymnasium and PyTorch (pip install 'mlbridge[gym,dev]')"
+        ) from None
+
+
+#: The ``format`` of the trainer's checkpoints (:mod:`mlbridge.training.checkpoints`).
+CHECKPOINT_FORMAT = "mlbridge-phase-order-checkpoint-1"
+
+#: PGConfig fields a resumed run may change: how long it runs and on how many workers.
+_RESUMABLE_CHANGES = frozenset({"iterations", "jobs"})
+
+#: The TensorBoard tags of :func:`train_phase_order` (and the curve's series). Step 0 is
+#: the warm start (the teacher's episodes); step k the k-th fine-tuning iteration.
+METRIC_MEAN = "reward/mean_size_reduction_pct"
+METRIC_BEST = "reward/best_size_reduction_pct"
+METRIC_LENGTH = "episode/mean_steps"
+METRIC_ENTROPY = "policy/entropy"
+METRIC_WALL = "time/wall_s"
+METRIC_ROLLOUTS = "rollouts/done"
+
+
 class _Training:
     """What the stages of one :func:`train_phase_order` run share.
 
-    The training modules and their draws (one generator, so a seed gives the same draws),
-    the pool of environments the episodes run in, the observations seen so far (the
-    export check's samples) and the progress log.
+    The training modules (shared with the pool's workers) and their draws (one generator
+    in the driver, so a seed gives the same draws and the same per-episode seeds whatever
+    the pool), the pool the episodes run on, the observations seen so far (the export
+    check's samples), the metrics and the progress log.
     """
 
     def __init__(
         self,
         modules: Sequence[Path],
         config: PGConfig,
-        pool: queue.Queue[PhaseOrderEnv],
+        pool: RolloutPool,
+        settings: EnvSettings,
         rng: np.random.Generator,
         log: Callable[[str], None] | None,
+        metrics: TrainingMetrics | None,
     ) -> None:
         self.modules = modules
+        self.shared = [pool.share(m) for m in modules]
         self.config = config
         self.pool = pool
+        self.settings = settings
         self.rng = rng
         self.log = log
-        self.jobs = max(1, config.jobs)
+        self.metrics = metrics
         self.samples: list[Obs] = []
+        self.new_samples = 0  # of those, taken since the last checkpoint
+        self.rollouts = 0
+        self.elapsed_s = 0.0  # the wall time of the earlier segments of a resumed run
         self.start = time.perf_counter()
+        self.history: list[dict[str, float]] = []  # the metrics' scalars, for checkpoints
 
-    def draw(self, count: int) -> list[Path]:
-        """``count`` distinct training modules (all if fewer), in corpus order."""
-        modules = self.modules
-        picks = self.rng.choice(len(modules), size=min(count, len(modules)), replace=False)
-        return [modules[int(i)] for i in sorted(picks)]
+    def wall(self) -> float:
+        """Seconds of training so far, the earlier segments of a resumed run included."""
+        return self.elapsed_s + time.perf_counter() - self.start
 
-    def play_all(self, tasks: Sequence[tuple[Path, Callable[[Obs], int]]]) -> list[Episode]:
-        """One episode per (module, agent), ``jobs`` at a time, in the order given."""
+    def fingerprint(self) -> list[dict[str, str]]:
+        """The modules' names and SHA-256, which a resumed run must share."""
+        return [{"name": f.name, "sha256": f.digest} for f in self.shared]
 
-        def one(task: tuple[Path, Callable[[Obs], int]]) -> Episode:
-            env = self.pool.get()
-            try:
-                return run_episode(env, task[0], task[1])
-            finally:
-                self.pool.put(env)
+    def draw(self, count: int) -> list[int]:
+        """``count`` distinct training modules (all if fewer), as indices in corpus order."""
+        picks = self.rng.choice(
+            len(self.modules), size=min(count, len(self.modules)), replace=False
+        )
+        return [int(i) for i in sorted(picks)]
 
-        with ThreadPoolExecutor(self.jobs) as ex:
-            return list(ex.map(one, tasks))
+    def shape(self) -> tuple[int, int]:
+        """D and N, from the pass on the first module (one rollout)."""
+        probe = functools.partial(_shape_rollout, settings=self.settings)
+        self.rollouts += 1
+        return self.pool.map(probe, self.shared[:1])[0].value
+
+    def play_all(
+        self,
+        agents: Sequence[Agent],
+        tasks: Sequence[tuple[int, int, int | None]],
+        description: str | None = None,
+    ) -> list[Episode]:
+        """One episode per ``(agent, module, seed)`` on the pool, in the order given."""
+        rollout = functools.partial(_episode_rollout, agents=tuple(agents), settings=self.settings)
+        items = [(a, self.shared[m], seed) for a, m, seed in tasks]
+        self.rollouts += len(items)
+        done = self.pool.map(rollout, items, description=description, unit="episode")
+        return [r.value for r in done]
+
+    def see(self, episodes: Sequence[Episode]) -> None:
+        """Keeps the episodes' observations for the export check."""
+        before = len(self.samples)
+        self.samples.extend(o for e in episodes for o in e.observations)
+        self.new_samples += len(self.samples) - before
+
+    def record(self, step: int, values: dict[str, float]) -> None:
+        """The scalars of a step, to the metrics and the checkpoints' history."""
+        self.history.append({"step": float(step), **{k: float(v) for k, v in values.items()}})
+        if self.metrics is not None:
+            self.metrics.record(step, values)
 
 
 def _check_training(modules: Sequence[Path], config: PGConfig) -> None:
@@ -363,20 +615,22 @@ def _check_training(modules: Sequence[Path], config: PGConfig) -> None:
         raise ValueError("episodes_per_module must be at least 2 (leave-one-out baseline)")
 
 
-def _warm_start(training: _Training, policy: Any, teacher: list[int], n: int) -> dict[str, Any]:
+def _description(training: _Training, stage: str) -> str | None:
+    """The progress display's name of a stage's episodes (none without a log)."""
+    return f"mlbridge train phase-order: {stage}" if training.log is not None else None
+
+
+def _warm_start(training: _Training, policy: Any, teacher: list[int]) -> dict[str, Any]:
     """The warm start: behaviour cloning of the teacher's episodes into ``policy``.
 
     Plays ``teacher`` (then stop) on ``bc_modules`` drawn modules; returns the stage's record.
     """
     config = training.config
     t0 = time.perf_counter()
-
-    def follow(obs: Obs) -> int:
-        step = int(np.asarray(obs["step"]).reshape(-1)[0])
-        return teacher[step] if step < len(teacher) else n
-
-    shown = training.play_all([(m, follow) for m in training.draw(config.bc_modules)])
-    training.samples.extend(o for e in shown for o in e.observations)
+    agents = [Agent("teacher", teacher=tuple(teacher))]
+    tasks = [(0, m, None) for m in training.draw(config.bc_modules)]
+    shown = training.play_all(agents, tasks, _description(training, "warm start"))
+    training.see(shown)
     loss = _clone(policy, shown, config)
     match = float(
         np.mean(
@@ -403,62 +657,70 @@ def _warm_start(training: _Training, policy: Any, teacher: list[int], n: int) ->
         f"{record['seconds']:.1f} s",
         training.log,
     )
+    returns = [e.relative_return for e in shown]
+    training.record(
+        0,
+        {
+            METRIC_MEAN: float(np.mean(returns)) * 100,
+            METRIC_BEST: float(np.max(returns)) * 100,
+            METRIC_LENGTH: float(np.mean([len(e.actions) for e in shown])),
+            METRIC_WALL: training.wall(),
+            METRIC_ROLLOUTS: training.rollouts,
+        },
+    )
     return record
 
 
-def _fine_tune(training: _Training, policy: Any, n: int) -> list[dict[str, Any]]:
-    """The fine-tuning: ``iterations`` REINFORCE updates of ``policy`` (leave-one-out baseline).
+def _fine_tune_step(
+    training: _Training, policy: Any, optimizer: Any, it: int, n: int
+) -> dict[str, Any]:
+    """Fine-tuning iteration ``it`` (from 0): one REINFORCE update (leave-one-out baseline).
 
-    Returns one record per iteration.
+    Every episode gets a sampling seed of its own, drawn in the driver in the order of
+    the tasks, so the episodes can run anywhere and finish in any order.
     """
-    import torch
-
-    config, rng, log = training.config, training.rng, training.log
-    history: list[dict[str, Any]] = []
-    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
-    iterations: Iterable[int] = range(config.iterations)
-    if log is not None:
-        iterations = track(
-            iterations, description="mlbridge train phase-order: training", unit="iteration"
-        )
-    for it in iterations:
-        t0 = time.perf_counter()
-        tasks = []
-        for module in training.draw(config.modules_per_iteration):
-            for _ in range(config.episodes_per_module):
-                sampler = np.random.default_rng(int(rng.integers(2**63)))
-
-                def choose(obs: Obs, sampler: np.random.Generator = sampler) -> int:
-                    p = policy.probabilities(obs)
-                    return int(sampler.choice(len(p), p=p / p.sum()))
-
-                tasks.append((module, choose))
-        policy.eval()
-        episodes = training.play_all(tasks)
-        loss, entropy = _update(policy, optimizer, episodes, config)
-        returns = np.array([e.relative_return for e in episodes])
-        actions = np.concatenate([np.asarray(e.actions) for e in episodes])
-        training.samples.extend(o for e in episodes for o in e.observations)
-        record = {
-            "iteration": it + 1,
-            "mean_relative_return": float(returns.mean()),
-            "best_relative_return": float(returns.max()),
-            "mean_length": float(np.mean([len(e.actions) for e in episodes])),
-            "entropy": entropy,
-            "loss": loss,
-            "action_histogram": np.bincount(actions, minlength=n + 1).tolist(),
-            "seconds": time.perf_counter() - t0,
-        }
-        history.append(record)
-        _log(
-            f"iteration {it + 1}/{config.iterations}: code size "
-            f"{size_change_text(record['mean_relative_return'])} (best "
-            f"{size_change_text(record['best_relative_return'])}), "
-            f"{record['mean_length']:.1f} steps, entropy {entropy:.2f}, "
-            f"{record['seconds']:.1f} s (total {time.perf_counter() - training.start:.0f} s)",
-            log,
-        )
-    return history
+    config, rng = training.config, training.rng
+    t0 = time.perf_counter()
+    tasks: list[tuple[int, int, int | None]] = []
+    for module in training.draw(config.modules_per_iteration):
+        for _ in range(config.episodes_per_module):
+            tasks.append((0, module, int(rng.integers(2**63))))
+    policy.eval()
+    episodes = training.play_all([Agent("sample", weights=PolicyWeights.of(policy))], tasks)
+    loss, entropy = _update(policy, optimizer, episodes, config)
+    returns = np.array([e.relative_return for e in episodes])
+    actions = np.concatenate([np.asarray(e.actions) for e in episodes])
+    training.see(episodes)
+    record = {
+        "iteration": it + 1,
+        "mean_relative_return": float(returns.mean()),
+        "best_relative_return": float(returns.max()),
+        "mean_length": float(np.mean([len(e.actions) for e in episodes])),
+        "entropy": entropy,
+        "loss": loss,
+        "action_histogram": np.bincount(actions, minlength=n + 1).tolist(),
+        "seconds": time.perf_counter() - t0,
+    }
+    _log(
+        f"iteration {it + 1}/{config.iterations}: code size "
+        f"{size_change_text(record['mean_relative_return'])} (best "
+        f"{size_change_text(record['best_relative_return'])}), "
+        f"{record['mean_length']:.1f} steps, entropy {entropy:.2f}, "
+        f"{record['seconds']:.1f} s (total {training.wall():.0f} s)",
+        training.log,
+    )
+    training.record(
+        it + 1,
+        {
+            METRIC_MEAN: record["mean_relative_return"] * 100,
+            METRIC_BEST: record["best_relative_return"] * 100,
+            METRIC_LENGTH: record["mean_length"],
+            METRIC_ENTROPY: entropy,
+            METRIC_WALL: training.wall(),
+            METRIC_ROLLOUTS: training.rollouts,
+        },
+    )
+    return record
 
 
 def _validate(training: _Training, tuned_policy: Any, cloned: Any) -> dict[str, Any]:
@@ -469,16 +731,17 @@ def _validate(training: _Training, tuned_policy: Any, cloned: Any) -> dict[str, 
     """
     t0 = time.perf_counter()
     chosen = training.draw(training.config.validation_modules)
-
-    def greedy(obs: Obs) -> int:
-        return tuned_policy.act(obs)
-
-    tuned = sum(e.final_size for e in training.play_all([(m, greedy) for m in chosen]))
-
-    def cloned_greedy(obs: Obs) -> int:
-        return cloned.act(obs)
-
-    base = sum(e.final_size for e in training.play_all([(m, cloned_greedy) for m in chosen]))
+    agents = [
+        Agent("greedy", weights=PolicyWeights.of(tuned_policy)),
+        Agent("greedy", weights=PolicyWeights.of(cloned)),
+    ]
+    episodes = training.play_all(
+        agents,
+        [(a, m, None) for a in range(2) for m in chosen],
+        _description(training, "validation"),
+    )
+    tuned = sum(e.final_size for e in episodes[: len(chosen)])
+    base = sum(e.final_size for e in episodes[len(chosen) :])
     keep = "fine-tuned" if tuned <= base else "cloned"
     record = {
         "modules": len(chosen),
@@ -495,33 +758,224 @@ def _validate(training: _Training, tuned_policy: Any, cloned: Any) -> dict[str, 
     return record
 
 
+# -- checkpoints ----------------------------------------------------------------------
+
+
+def _tensor_state(value: Any) -> Any:  # noqa: ANN401 - a tensor, or what holds tensors
+    """An optimizer state as JSON: tensors as ``{"tensor": lists, "dtype": ...}``, exact."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        array = value.detach().cpu().numpy()
+        # float32 -> float64 is exact, and JSON keeps every float64 exactly.
+        return {"dtype": str(array.dtype), "shape": list(array.shape), "tensor": array.tolist()}
+    if isinstance(value, dict):
+        return {str(k): _tensor_state(v) for k, v in value.items()}
+    return value
+
+
+def _tensor_from_state(value: Any) -> Any:  # noqa: ANN401
+    import torch
+
+    if isinstance(value, dict) and "tensor" in value and "dtype" in value:
+        array = np.asarray(value["tensor"], dtype=np.dtype(value["dtype"]))
+        return torch.from_numpy(array.reshape(value["shape"]).copy())
+    if isinstance(value, dict):
+        return {k: _tensor_from_state(v) for k, v in value.items()}
+    return value
+
+
+def _pack_samples(samples: Sequence[Obs]) -> str | None:
+    """Observations as base64 of an ``.npz`` (one array per feature), or ``None`` if none."""
+    if not samples:
+        return None
+    buffer = io.BytesIO()
+    np.savez(
+        buffer, **{name: np.stack([np.asarray(s[name]) for s in samples]) for name in samples[0]}
+    )
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _unpack_samples(text: str | None) -> list[Obs]:
+    if text is None:
+        return []
+    with np.load(io.BytesIO(base64.b64decode(text))) as data:
+        arrays = {name: data[name] for name in data.files}
+    count = len(next(iter(arrays.values())))
+    return [{name: a[i] for name, a in arrays.items()} for i in range(count)]
+
+
+@dataclass
+class _Checkpoint:
+    """What a resumed run continues from."""
+
+    iteration: int
+    policy: Any
+    cloned: Any
+    optimizer_state: dict[str, Any]
+    result: dict[str, Any]
+    history: list[dict[str, float]]
+    samples: list[Obs]
+    rng_state: dict[str, Any]
+    elapsed_s: float
+    rollouts: int
+    path: Path
+
+
+def _save(
+    training: _Training,
+    folder: Path,
+    iteration: int,
+    policy: Any,
+    cloned: Any,
+    optimizer: Any,
+    result: dict[str, Any],
+    previous: int | None,
+) -> None:
+    """Writes the checkpoint of ``iteration``.
+
+    The observations seen since the ``previous`` checkpoint go into this one (all of them
+    in every checkpoint would grow to gigabytes in a long run); a resume reads the chain.
+    """
+    new = training.samples[len(training.samples) - training.new_samples :]
+    state = {
+        "config": asdict(training.config),
+        "modules": training.fingerprint(),
+        "policy": policy.to_json(),
+        "cloned": cloned.to_json(),
+        "optimizer": _tensor_state(optimizer.state_dict()["state"]),
+        "result": result,
+        "history": training.history,
+        "rng": training.rng.bit_generator.state,
+        "elapsed_s": training.wall(),
+        "rollouts": training.rollouts,
+        "samples": {"previous_checkpoint": previous, "new": _pack_samples(new)},
+    }
+    try:
+        save_checkpoint(folder, CHECKPOINT_FORMAT, iteration, state)
+    except CheckpointError as e:
+        raise PhaseOrderError(str(e)) from e
+    training.new_samples = 0
+
+
+def _load(folder: Path, config: PGConfig, modules: list[dict[str, str]]) -> _Checkpoint:
+    from mlbridge.phase_order.policy import PhasePolicy
+
+    path = latest_checkpoint(folder)
+    if path is None:
+        raise PhaseOrderError(f"no checkpoint to resume from in {folder}")
+    try:
+        iteration, state = load_checkpoint(path, CHECKPOINT_FORMAT)
+        saved, mine = dict(state["config"]), asdict(config)
+        changed = sorted(k for k in mine if k not in _RESUMABLE_CHANGES and saved.get(k) != mine[k])
+        if changed:
+            diffs = ", ".join(f"{k}={saved.get(k)!r} there, {mine[k]!r} here" for k in changed)
+            raise PhaseOrderError(
+                f"{path} was taken with other settings ({diffs}): resume with the settings "
+                "of the run (only --iterations and --workers may change)"
+            )
+        if state["modules"] != modules:
+            raise PhaseOrderError(
+                f"{path} was taken on other modules ({len(state['modules'])} there, "
+                f"{len(modules)} here, or their contents differ): resume on the same "
+                "corpus and selection"
+            )
+        # The observations of the export check, along the chain of earlier checkpoints.
+        chunks = [_unpack_samples(state["samples"]["new"])]
+        previous = state["samples"]["previous_checkpoint"]
+        while previous is not None:
+            earlier = folder / f"iteration-{previous:06d}.json"
+            _, before = load_checkpoint(earlier, CHECKPOINT_FORMAT)
+            chunks.append(_unpack_samples(before["samples"]["new"]))
+            previous = before["samples"]["previous_checkpoint"]
+        samples = [s for chunk in reversed(chunks) for s in chunk]
+        return _Checkpoint(
+            iteration=iteration,
+            policy=PhasePolicy.from_json(state["policy"]),
+            cloned=PhasePolicy.from_json(state["cloned"]),
+            optimizer_state=_tensor_from_state(state["optimizer"]),
+            result=dict(state["result"]),
+            history=[dict(h) for h in state["history"]],
+            samples=samples,
+            rng_state=state["rng"],
+            elapsed_s=float(state["elapsed_s"]),
+            rollouts=int(state["rollouts"]),
+            path=path,
+        )
+    except CheckpointError as e:
+        raise PhaseOrderError(f"{e} (the run resumes from a chain of checkpoints)") from e
+    except (KeyError, TypeError, ValueError, MLBridgeError) as e:
+        if isinstance(e, PhaseOrderError):
+            raise
+        raise PhaseOrderError(f"{path} is damaged or of another version ({e}); start anew") from e
+
+
+def prepare_checkpoints(folder: str | Path, resume: bool, log: Callable[[str], None]) -> None:
+    """Checks a run's checkpoint folder before the run (cheap: call it before starting Ray).
+
+    To resume, the folder must hold a checkpoint; a new run removes a finished run's
+    checkpoints and refuses an unfinished run's.
+
+    Raises:
+        PhaseOrderError: Saying what to do (resume, or remove the folder).
+    """
+    try:
+        prepare_checkpoint_folder(folder, CHECKPOINT_FORMAT, resume=resume, say=log)
+    except CheckpointError as e:
+        raise PhaseOrderError(str(e)) from e
+
+
 def train_phase_order(
     modules: Sequence[Path],
     config: PGConfig | None = None,
     *,
     plugin: str | Path | None = None,
     log: Callable[[str], None] | None = None,
+    pool: RolloutPool | None = None,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_every: int = 1,
+    resume: bool = False,
+    metrics: TrainingMetrics | None = None,
 ) -> tuple[Any, dict[str, Any], list[Obs]]:
     """Trains a :class:`~mlbridge.phase_order.policy.PhasePolicy` on ``modules``.
 
     Three stages: behaviour cloning of ``config.teacher`` on ``config.bc_modules``
     modules (warm start), REINFORCE fine-tuning, and the choice between the greedy
     policies after cloning and after fine-tuning on ``config.validation_modules``
-    modules (the smaller total code-size estimate wins).
+    modules (the smaller total code-size estimate wins). Every episode is a rollout on
+    ``pool`` (:func:`_episode_rollout`: the policy's weights, the module and the episode's
+    sampling seed go to the worker, which plays it in its own :class:`PhaseOrderEnv`);
+    the updates run here. The result is the same given ``config.seed``, the modules and
+    the plugin, whatever the pool and however the episodes are spread over its workers.
 
     Args:
         modules: Training modules (bitcode).
         config: Settings (default :class:`PGConfig`).
-        plugin: The opt plugin (default: the build's).
+        plugin: The opt plugin (default: the build's); on a Ray cluster every node needs
+            it at this path.
         log: Called with one progress line per stage step.
+        pool: Where the episodes run (default: a :class:`LocalRolloutPool` of
+            ``config.jobs`` threads, closed at the end; a pool passed in stays open).
+        checkpoint_dir: Where to write checkpoints (``None``: none): one after the warm
+            start (iteration 0), then every ``checkpoint_every`` iterations and after the
+            last.
+        checkpoint_every: See ``checkpoint_dir``.
+        resume: Continue from the latest checkpoint in ``checkpoint_dir`` (its settings
+            must be this run's, except ``iterations`` and ``jobs``); the result is that of
+            a run never interrupted.
+        metrics: Gets the scalars of the warm start (step 0) and of every iteration (its
+            history is replaced by the checkpoint's on resume).
 
     Returns:
         The trained policy (in eval mode), the training history (the warm start, per
         iteration: mean relative return, mean episode length, action histogram, seconds;
-        the validation) and the observations seen (samples for checking the export).
+        the validation; ``pool``: what ran where; ``rollouts``, ``wall_seconds``) and the
+        observations seen (samples for checking the export).
 
     Raises:
-        MLBridgeError: If a compilation fails.
+        MLBridgeError: If a compilation fails, a checkpoint cannot be written or resumed,
+            or the pool loses every worker.
+        ValueError: If the settings are inconsistent.
     """
     import copy
 
@@ -531,29 +985,96 @@ def train_phase_order(
 
     config = config or PGConfig()
     _check_training(modules, config)
+    if checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
+    if resume and checkpoint_dir is None:
+        raise ValueError("resume needs the checkpoint folder (checkpoint_dir)")
     plugin_path = Path(plugin) if plugin is not None else find_plugin()
-    torch.manual_seed(config.seed)
-    # Compilations run in other processes; more torch threads would only compete with them.
+    settings = EnvSettings(
+        str(plugin_path),
+        config.max_steps,
+        config.observation,
+        config.ir2vec_vocab,
+        config.actions,
+        config.timeout,
+    )
+    # The episodes run in other processes; more torch threads would only compete with them.
     torch.set_num_threads(1)
-    rng = np.random.default_rng(config.seed)
-    result: dict[str, Any] = {"iterations": []}
-
-    with _env_pool(max(1, config.jobs), modules, config, plugin_path) as pool:
-        probe = pool.get()
-        pool.put(probe)
-        n = probe.n_actions
-        policy = PhasePolicy(probe.observation_dim, n, config.hidden)
-        training = _Training(modules, config, pool, rng, log)
-        teacher = parse_teacher(config.teacher, n)
-        if teacher:
-            result["warm_start"] = _warm_start(training, policy, teacher, n)
-        cloned = copy.deepcopy(policy)
-        result["iterations"] = _fine_tune(training, policy, n)
+    folder = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    own_pool = pool is None
+    if pool is None:
+        pool = LocalRolloutPool(max(1, config.jobs))
+    try:
+        if folder is not None:
+            prepare_checkpoints(folder, resume, log or (lambda _: None))
+        rng = np.random.default_rng(config.seed)
+        training = _Training(modules, config, pool, settings, rng, log, metrics)
+        result: dict[str, Any] = {"iterations": []}
+        last_saved: int | None = None
+        if resume:
+            assert folder is not None
+            saved = _load(folder, config, training.fingerprint())
+            policy, cloned = saved.policy, saved.cloned
+            n = policy.n_actions
+            result.update(saved.result)
+            result["iterations"] = list(saved.result.get("iterations", []))
+            result["resumed_from_iteration"] = saved.iteration
+            training.history = saved.history
+            if metrics is not None:
+                metrics.history = [dict(h) for h in saved.history]
+            training.samples = saved.samples
+            rng.bit_generator.state = saved.rng_state
+            training.elapsed_s, training.rollouts = saved.elapsed_s, saved.rollouts
+            first = last_saved = saved.iteration
+            _log(
+                f"resuming from {saved.path} (iteration {first}/{config.iterations})",
+                log,
+            )
+        else:
+            dim, n = training.shape()
+            torch.manual_seed(config.seed)
+            policy = PhasePolicy(dim, n, config.hidden)
+            teacher = parse_teacher(config.teacher, n)
+            if teacher:
+                result["warm_start"] = _warm_start(training, policy, teacher)
+            cloned = copy.deepcopy(policy)
+            first = 0
+        optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+        if resume:
+            optimizer.load_state_dict(
+                {
+                    "state": {int(k): v for k, v in saved.optimizer_state.items()},
+                    "param_groups": optimizer.state_dict()["param_groups"],
+                }
+            )
+        elif folder is not None:
+            _save(training, folder, 0, policy, cloned, optimizer, result, None)
+            last_saved = 0
+        iterations: Iterable[int] = range(first, config.iterations)
+        if log is not None:
+            iterations = track(
+                iterations, description="mlbridge train phase-order: training", unit="iteration"
+            )
+        for it in iterations:
+            result["iterations"].append(_fine_tune_step(training, policy, optimizer, it, n))
+            done = it + 1
+            if folder is not None and (done % checkpoint_every == 0 or done == config.iterations):
+                _save(training, folder, done, policy, cloned, optimizer, result, last_saved)
+                last_saved = done
         policy.eval()
         if config.validation_modules > 0 and config.iterations > 0:
             result["validation"] = _validate(training, policy, cloned)
             if result["validation"]["kept"] == "cloned":
                 policy = cloned
+        result["pool"] = pool.summary()
+        result["rollouts"] = training.rollouts
+        result["wall_seconds"] = training.wall()
+    except RolloutPoolError as e:
+        hint = f" (the last checkpoint in {folder} resumes it: --resume)" if folder else ""
+        raise PhaseOrderError(f"the training stopped: {e}{hint}") from e
+    finally:
+        if own_pool:
+            pool.close()
     policy.eval()
     policy.metadata.update(
         {

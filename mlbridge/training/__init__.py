@@ -7,9 +7,12 @@
 * :mod:`mlbridge.training.ray_pool`: the same on Ray, one actor per worker, the files
   shipped through Ray's object store, rollouts of a lost worker retried elsewhere
   (needs the ``ray`` extra; imported only when used);
-* :mod:`mlbridge.training.checkpoints`: numbered JSON checkpoints written atomically;
+* :mod:`mlbridge.training.checkpoints`: numbered JSON checkpoints written atomically, and
+  the check of a run's checkpoint folder before it starts;
 * :mod:`mlbridge.training.metrics`: per-iteration scalars to TensorBoard event files and a
-  PNG learning curve.
+  PNG learning curve;
+* :mod:`mlbridge.training.run_options`: the options every ``mlbridge train`` command
+  shares (where the rollouts run, checkpoints, metrics) and the opening of its pool.
 
 Nothing here knows a problem: a trainer (``mlbridge.inliner.trainer``, ...) passes its
 rollout function and its checks in.

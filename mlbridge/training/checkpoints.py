@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "latest_checkpoint",
     "list_checkpoints",
     "load_checkpoint",
+    "prepare_checkpoint_folder",
     "save_checkpoint",
 ]
 
@@ -107,3 +109,56 @@ def load_checkpoint(path: str | Path, fmt: str) -> tuple[int, dict[str, Any]]:
     if not isinstance(iteration, int) or not isinstance(state, dict):
         raise CheckpointError(f"{path} lacks its iteration or state; it is damaged")
     return iteration, state
+
+
+def prepare_checkpoint_folder(
+    folder: str | Path,
+    fmt: str,
+    *,
+    resume: bool,
+    say: Callable[[str], None],
+    what_resumes: str = "--resume",
+) -> None:
+    """Checks a run's checkpoint folder before the run (cheap: call it before starting Ray).
+
+    To resume, the folder must hold a checkpoint. A new run removes the checkpoints of a
+    run that finished there (its latest checkpoint's iteration reached its state's
+    ``config["iterations"]``), and refuses those of an unfinished run, whose iterations a
+    new run would mix with its own.
+
+    Args:
+        folder: The run's checkpoint folder.
+        fmt: The trainer's checkpoint format.
+        resume: Whether the run continues from the folder's latest checkpoint.
+        say: Told when a finished run's checkpoints are removed.
+        what_resumes: How the user asks to resume, for the messages.
+
+    Raises:
+        CheckpointError: Saying what to do (resume, or remove the folder).
+    """
+    root = Path(folder)
+    if resume:
+        if latest_checkpoint(root) is None:
+            raise CheckpointError(
+                f"no checkpoint to resume from in {root}: run without {what_resumes} to start "
+                "a new run (or point --checkpoint-dir at the run's folder)"
+            )
+        return
+    found = list_checkpoints(root)
+    if not found:
+        return
+    latest = found[-1][1]
+    try:
+        iteration, state = load_checkpoint(latest, fmt)
+        finished = iteration >= int(state["config"]["iterations"])
+    except (CheckpointError, KeyError, TypeError, ValueError):
+        finished = False
+    if not finished:
+        raise CheckpointError(
+            f"{root} holds the checkpoints of an unfinished run (latest: {latest.name}): "
+            f"pass {what_resumes} to continue it, or remove the folder (or choose another "
+            "--checkpoint-dir) to start anew"
+        )
+    for _, path in found:
+        path.unlink()
+    say(f"removed the {len(found)} checkpoints of the finished run in {root}")

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import socket
+import tempfile
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -126,6 +128,15 @@ class WorkerContext(ABC):
             RolloutPoolError: If the bytes cannot be had (or do not match the digest).
         """
 
+    @property
+    @abstractmethod
+    def scratch_dir(self) -> Path:
+        """A folder of the pool on this worker's machine, removed when the pool closes.
+
+        For what a rollout keeps between rollouts (e.g. an environment's private folder),
+        so that nothing is left behind when the workers end.
+        """
+
 
 class RolloutPool(Closing, ABC):
     """Runs ``fn(context, item)`` for many items on its workers.
@@ -231,8 +242,9 @@ def _host_ip() -> str:
 
 
 class _LocalContext(WorkerContext):
-    def __init__(self, node: NodeInfo) -> None:
+    def __init__(self, node: NodeInfo, scratch: Path) -> None:
         self._node = node
+        self._scratch = scratch
 
     @property
     def node(self) -> NodeInfo:
@@ -240,6 +252,10 @@ class _LocalContext(WorkerContext):
 
     def local_path(self, file: SharedFile) -> Path:
         return file.path
+
+    @property
+    def scratch_dir(self) -> Path:
+        return self._scratch
 
 
 class LocalRolloutPool(RolloutPool):
@@ -257,7 +273,8 @@ class LocalRolloutPool(RolloutPool):
             raise ValueError(f"a pool needs at least one worker, got {workers}")
         self._workers = workers
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout")
-        self._context = _LocalContext(NodeInfo("local", _host_ip(), ("local",)))
+        self._scratch = Path(tempfile.mkdtemp(prefix="mlbridge-rollouts-"))
+        self._context = _LocalContext(NodeInfo("local", _host_ip(), ("local",)), self._scratch)
 
     @property
     def workers(self) -> int:
@@ -285,5 +302,6 @@ class LocalRolloutPool(RolloutPool):
                 future.cancel()
 
     def close(self) -> None:
-        """Waits for running rollouts and stops the threads."""
+        """Waits for running rollouts, stops the threads and removes the scratch folder."""
         self._executor.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(self._scratch, ignore_errors=True)

@@ -212,6 +212,11 @@ class _ActorContext(WorkerContext):
         self._paths[file.digest] = path
         return path
 
+    @property
+    def scratch_dir(self) -> Path:
+        """The actor's private folder (beside its cached files), removed by its close()."""
+        return self._folder
+
 
 class RolloutWorker:
     """The Ray actor behind one worker of :class:`RayRolloutPool` (one rollout at a time).

@@ -1,4 +1,4 @@
-"""``mlbridge train inliner`` on a real two-node Ray cluster on this machine.
+"""``mlbridge train inliner`` and ``phase-order`` on a real two-node Ray cluster on this machine.
 
 The cluster is two ``ray start --block`` processes, each in its own session (process
 group) with its own temporary folder and free ports: a head labelled with the custom
@@ -8,8 +8,11 @@ train inliner --ray-address ...``) on a corpus of three small modules, two itera
 one pair. The tests show that rollouts ran on both nodes, that a job whose worker node is
 SIGKILLed mid-job still ends with a model and names the lost node, that a resumed job
 reaches exactly the parameters of an uninterrupted one, and that a node without LLVM 22's
-tools stops the job with its node named. Every Ray process is killed by its process group
-at the end, and none may be left.
+tools stops the job with its node named. The phase-ordering trainer's job (two iterations
+of four episodes) shows its episodes ran on both nodes, that it reaches the same policy
+without Ray, and that a job resumed on the cluster from a checkpoint written without Ray
+reaches the policy of the uninterrupted one. Every Ray process is killed by its process
+group at the end, and none may be left.
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ SOURCES = [
 #: A wide sigma, so that the perturbed policies decide differently and every step moves.
 JOB = ["--min-calls", "0", "--pairs", "1", "--modules-per-iteration", "2", "--seed", "3",
        "--sigma", "0.5", "--learning-rate", "0.5"]  # fmt: skip
+#: The phase-ordering job: a warm start on 2 modules, then iterations of 2 modules x 2
+#: episodes of at most 5 steps, and the validation on 2 modules; no held-out evaluation.
+PHASE_ORDER_JOB = ["--teacher", "0-3", "--bc-modules", "2", "--bc-epochs", "20",
+                   "--modules-per-iteration", "2", "--episodes-per-module", "2",
+                   "--validation-modules", "2", "--max-steps", "5", "--seed", "5",
+                   "--no-eval"]  # fmt: skip
 STARTED = "Ray runtime started"
 NODE_START_TIMEOUT_S = 90
 
@@ -318,16 +327,19 @@ def two_node_run(cluster: Cluster, corpus: Path, tmp_path_factory: pytest.TempPa
     return json.loads((folder / "p.json").read_text()), log, folder
 
 
-def test_help_explains_the_options():
+@pytest.mark.parametrize(
+    ("problem", "rollouts"), [("inliner", "compilations"), ("phase-order", "episodes")]
+)
+def test_help_explains_the_options(problem: str, rollouts: str):
     proc = subprocess.run(
-        [sys.executable, "-m", "mlbridge", "train", "inliner", "--help"],
+        [sys.executable, "-m", "mlbridge", "train", problem, "--help"],
         capture_output=True, text=True, timeout=60, env=job_env(),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split())
     for option, words in [
         ("--ray-address ADDR", "join this Ray cluster"),
-        ("--workers N, --jobs N", "compilations at once"),
+        ("--workers N, --jobs N", f"{rollouts} at once"),
         ("--no-ray", "without Ray"),
         ("--checkpoint-dir DIR", "where checkpoints go"),
         ("--checkpoint-every N", "every N iterations"),
@@ -569,3 +581,117 @@ def test_a_local_instance_runs_its_workers_at_the_jobs_priority_unless_told(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"worker niceness {expected}\n" in proc.stdout
+
+
+# -- mlbridge train phase-order -----------------------------------------------------------
+
+
+def train_phase_order(
+    corpus: Path, out: Path, *args: str, cluster: Cluster | None = None, timeout: float = 300
+) -> tuple[int, str]:
+    """``python -m mlbridge train phase-order`` on ``corpus`` into the folder ``out``,
+    joining ``cluster`` (``None``: the arguments say where): (status, stderr)."""
+    where = ["--ray-address", cluster.address] if cluster is not None else []
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlbridge", "train", "phase-order", "--corpus", str(corpus),
+         *PHASE_ORDER_JOB, *where, *args, "-o", str(out)],
+        capture_output=True, text=True, timeout=timeout, env=job_env(cluster), cwd=out.parent,
+    )  # fmt: skip
+    assert proc.stdout == "", f"the command wrote to stdout: {proc.stdout!r}"
+    return proc.returncode, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def phase_order_run(cluster: Cluster, corpus: Path, tmp_path_factory: pytest.TempPathFactory):
+    """The uninterrupted two-iteration phase-ordering job on both nodes: (folder, stderr)."""
+    cluster.ensure_worker()
+    out = tmp_path_factory.mktemp("phase-order-run") / "out"
+    status, log = train_phase_order(
+        corpus, out, "--workers", "2", "--iterations", "2", cluster=cluster
+    )
+    assert status == 0, log
+    return out, log
+
+
+def phase_order_checkpoint(out: Path, iteration: int) -> dict:
+    doc = json.loads((out / "checkpoints" / f"iteration-{iteration:06d}.json").read_text())
+    assert doc["iteration"] == iteration
+    return doc["state"]
+
+
+def test_a_phase_order_job_runs_its_episodes_on_both_nodes(phase_order_run):
+    out, log = phase_order_run
+    metrics = json.loads((out / "metrics.json").read_text())
+    training = metrics["training"]
+    pool = training["pool"]
+    assert pool["backend"] == "ray" and pool["workers"] == 2
+    by_label = {tuple(n["labels"]): n for n in pool["rollouts_by_node"]}
+    assert set(by_label) == {("node_head",), ("node_worker",)}, pool
+    assert all(n["rollouts"] > 0 for n in by_label.values()), pool
+    # 1 probe of the pass, 2 teacher episodes, 2 x (2 modules x 2 episodes), 2 x 2 greedy.
+    assert sum(n["rollouts"] for n in by_label.values()) == training["rollouts"] == 15
+    assert pool["retried_rollouts"] == 0 and pool["lost_nodes"] == []
+    ids = node_ids(log)
+    assert set(ids) == {"node_head", "node_worker"}, log
+    assert [p.name for p in sorted((out / "checkpoints").iterdir())] == [
+        "iteration-000000.json",
+        "iteration-000001.json",
+        "iteration-000002.json",
+    ]
+    # Each iteration moved the policy (so equal policies below say something).
+    policies = [phase_order_checkpoint(out, i)["policy"]["weights"] for i in (0, 1, 2)]
+    assert policies[0] != policies[1] != policies[2]
+    tags = scalars(out / "tensorboard")
+    assert sorted(tags["reward/mean_size_reduction_pct"]) == [0, 1, 2]
+    assert sorted(tags["policy/entropy"]) == [1, 2]
+    assert tags["reward/mean_size_reduction_pct"][2] == pytest.approx(
+        training["iterations"][1]["mean_relative_return"] * 100, abs=1e-4
+    )
+    walls = [tags["time/wall_s"][s] for s in (0, 1, 2)]
+    assert 0 < walls[0] < walls[1] < walls[2] <= training["wall_seconds"] + 0.001
+    png = (out / "curve.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+    assert metrics["export_agreement"]["fraction"] == 1.0
+
+
+def test_a_phase_order_job_without_ray_reaches_the_same_policy(
+    phase_order_run, corpus: Path, tmp_path: Path
+):
+    on_ray, _ = phase_order_run
+    out = tmp_path / "out"
+    status, log = train_phase_order(corpus, out, "--no-ray", "--workers", "2", "--iterations", "2")
+    assert status == 0, log
+    assert "2 episodes at once in this process (no Ray)" in log
+    mine = json.loads((out / "policy.json").read_text())
+    theirs = json.loads((on_ray / "policy.json").read_text())
+    assert mine["weights"] == theirs["weights"]
+    assert json.loads((out / "metrics.json").read_text())["training"]["pool"]["backend"] == "local"
+
+
+def test_a_resumed_phase_order_job_reaches_the_policy_of_an_uninterrupted_one(
+    phase_order_run, cluster: Cluster, corpus: Path, tmp_path: Path
+):
+    whole, _ = phase_order_run
+    cluster.ensure_worker()
+    out = tmp_path / "out"
+    # The first iteration without Ray, the second on the cluster: a checkpoint does not
+    # depend on the pool.
+    status, log = train_phase_order(corpus, out, "--no-ray", "--iterations", "1")
+    assert status == 0, log
+    status, log = train_phase_order(
+        corpus, out, "--workers", "2", "--iterations", "2", "--resume", cluster=cluster
+    )
+    assert status == 0, log
+    assert re.search(r"resuming from .*iteration-000001\.json \(iteration 1/2\)", log), log
+    assert "warm start:" not in log  # the cloned policy came from the checkpoint
+    resumed = json.loads((out / "policy.json").read_text())
+    assert resumed["weights"] == json.loads((whole / "policy.json").read_text())["weights"]
+    mine, theirs = phase_order_checkpoint(out, 2), phase_order_checkpoint(whole, 2)
+    for key in ("policy", "cloned", "optimizer", "rng"):
+        assert mine[key] == theirs[key], key
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["training"]["resumed_from_iteration"] == 1
+    # The export check sees every observation of both segments.
+    before = json.loads((whole / "metrics.json").read_text())["export_agreement"]
+    assert metrics["export_agreement"] == before
+    assert sorted(scalars(out / "tensorboard")["reward/mean_size_reduction_pct"]) == [0, 1, 2]

@@ -196,3 +196,37 @@ def test_cli_refuses_one_episode_per_module_with_a_message(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--episodes-per-module must be at least 2 (got 1)" in err
     assert "Traceback" not in err
+
+
+def test_checkpoints_refuse_other_settings_and_an_unfinished_run(modules, plugin, tmp_path):  # noqa: F811
+    from mlbridge.phase_order import PhaseOrderError
+    from mlbridge.training.pool import LocalRolloutPool
+
+    config = PGConfig(
+        teacher="0",
+        bc_modules=1,
+        bc_epochs=5,
+        iterations=1,
+        modules_per_iteration=1,
+        episodes_per_module=2,
+        validation_modules=0,
+        max_steps=3,
+        jobs=1,
+        seed=1,
+    )
+    folder = tmp_path / "checkpoints"
+    with LocalRolloutPool(1) as pool:
+        train_phase_order(modules, config, plugin=plugin, pool=pool, checkpoint_dir=folder)
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "iteration-000000.json",
+            "iteration-000001.json",
+        ]
+        other = PGConfig(**{**vars(config), "iterations": 2, "learning_rate": 0.5})
+        with pytest.raises(PhaseOrderError, match=r"other settings \(learning_rate=0.003 there"):
+            train_phase_order(
+                modules, other, plugin=plugin, pool=pool, checkpoint_dir=folder, resume=True
+            )
+        # Without the last checkpoint the run is unfinished: a new run must not mix in.
+        (folder / "iteration-000001.json").unlink()
+        with pytest.raises(PhaseOrderError, match="unfinished run .* pass --resume"):
+            train_phase_order(modules, config, plugin=plugin, pool=pool, checkpoint_dir=folder)
