@@ -1,9 +1,10 @@
 """bench/regalloc_compile.py: the smoke run times every runner and measures every allocator.
 
-Every ML runner decides with the basic policy, and the script refuses to report when
-their objects differ; the quality rows cover greedy, LLVM's basic allocator and the ML
-allocator with the basic and a random policy on each held-out project. Timings are never
-asserted.
+Every basic-policy runner decides with the basic policy, and the script refuses to report
+when their objects differ; the graph policy's runners (PyTorch over the pipe and gRPC, its
+ONNX export in-process) must make the same objects too on the smoke modules; the quality
+rows cover greedy, LLVM's basic allocator and the ML allocator with the basic and a random
+policy on each held-out project. Timings are never asserted.
 """
 
 from __future__ import annotations
@@ -13,34 +14,50 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import REPO
 
-RUNNERS = {
+BASIC_RUNNERS = {
     "greedy (stock llc)",
     "in-process (callback)",
     "in-process (ONNX Runtime)",
     "pipe (bitstream, Python)",
     "gRPC (Python server)",
 }
+GNN_RUNNERS = {
+    "GNN in-process (ONNX Runtime)",
+    "GNN pipe (bitstream, PyTorch)",
+    "GNN gRPC (PyTorch server)",
+}
 ALLOCATORS = {"greedy", "LLVM basic", "mlbridge, basic policy", "mlbridge, random policy"}
 
 
-def test_smoke_run_times_every_runner_and_measures_every_allocator(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any], Path]:
+    """One smoke run of both models: its printed report, its JSON and its output folder."""
+    out = tmp_path_factory.mktemp("regalloc-bench")
     build = Path(os.environ.get("MLBRIDGE_BUILD_DIR", REPO / "build"))
     proc = subprocess.run(
         [sys.executable, str(REPO / "bench" / "regalloc_compile.py"), "--smoke",
-         "--build-dir", str(build), "--out", str(tmp_path)],
+         "--build-dir", str(build), "--out", str(out)],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    (result_file,) = tmp_path.glob("regalloc-smoke-*.json")
-    assert not (tmp_path / "regalloc-latest.md").exists()
-    result = json.loads(result_file.read_text())
+    (result_file,) = out.glob("regalloc-smoke-*.json")
+    return proc.stdout, json.loads(result_file.read_text()), out
+
+
+def test_smoke_run_times_every_runner_and_measures_every_allocator(
+    smoke: tuple[str, dict[str, Any], Path],
+) -> None:
+    report, result, out = smoke
+    assert not (out / "regalloc-latest.md").exists()
     projects = set(result["meta"]["modules"])
     assert projects == {"lua", "cmark-gfm"}
     timed = {(r["runner"], r["project"]) for r in result["compile_time"] if r["jobs"] == 1}
-    assert timed == {(r, p) for r in RUNNERS for p in projects}
+    assert timed == {(r, p) for r in BASIC_RUNNERS | GNN_RUNNERS for p in projects}
     assert all(r["median_s"] > 0 for r in result["compile_time"])
     rows = {(r["allocator"], r["project"]): r for r in result["quality"]}
     assert set(rows) == {(a, p) for a in ALLOCATORS for p in projects}
@@ -49,4 +66,24 @@ def test_smoke_run_times_every_runner_and_measures_every_allocator(tmp_path: Pat
         assert row["spill_reload_cost"] >= 0 and row["copies"] >= 0
     # A random policy spills on Lua's first module, where the others do not.
     assert rows["mlbridge, random policy", "lua"]["spills"] > rows["greedy", "lua"]["spills"]
-    assert "| lua | gRPC (Python server) | 1 |" in proc.stdout
+    assert "| lua | gRPC (Python server) | 1 |" in report
+
+
+def test_smoke_run_times_the_graph_policy_with_the_same_decisions_on_every_runner(
+    smoke: tuple[str, dict[str, Any], Path],
+) -> None:
+    report, result, _ = smoke
+    assert result["meta"]["models"] == ["basic policy", "GNN"]
+    assert result["meta"]["gnn"]["parameters"] > 0
+    rows = {(r["runner"], r["project"]): r for r in result["compile_time"]}
+    for project, agreed in result["object_agreement"]["GNN"].items():
+        # PyTorch and ONNX Runtime made the same objects: the same decisions.
+        assert agreed["modules"] == 1 and agreed["differing"] == [], project
+        # Both Python runners were asked the same number of decisions, and some were asked.
+        pipe = rows["GNN pipe (bitstream, PyTorch)", project]["decisions_per_round"]
+        grpc = rows["GNN gRPC (PyTorch server)", project]["decisions_per_round"]
+        assert pipe == grpc and pipe[0] > 0
+        assert rows["GNN gRPC (PyTorch server)", project]["policy_s_median"] > 0
+    assert "## Compile time with the graph policy (GNN)" in report
+    assert "| lua | GNN gRPC (PyTorch server) |" in report
+    assert "byte-identical on 2 of 2 modules" in report
