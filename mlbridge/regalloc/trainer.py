@@ -35,6 +35,15 @@ the record (its cost mixes two policies).
    to ONNX and run in-process, are compared on ``validation_modules`` training modules; the
    lower total ``SpillReloadCost`` is kept.
 
+Every compilation of stages 1 to 4 is a rollout on a
+:class:`~mlbridge.training.pool.RolloutPool` (Ray actors or threads, :mod:`mlbridge.training`):
+a worker gets the module (through the pool), the policy's weights as numpy arrays and the
+rollout's seeds, answers the pipe in Python and returns the costs and the recorded
+observations and actions; the gradient steps run in the driver, which draws every seed
+in the order of the rollouts, so the result does not depend on the pool. Checkpoints
+(:mod:`mlbridge.training.checkpoints`) let a run resume with the result of an
+uninterrupted one.
+
 :func:`evaluate_heldout` then compares, per held-out project, LLVM's greedy allocator
 (stock llc), LLVM's basic allocator, ``-regalloc=mlbridge`` with the built-in basic policy
 and with the trained ONNX model in-process: sums of ``SpillReloadCost`` and ``.text`` bytes.
@@ -90,14 +99,27 @@ from mlbridge.training.pool import (
 )
 
 __all__ = [
+    "CHECKPOINT_FORMAT",
     "COST_FIELDS",
+    "METRIC_AGREEMENT",
+    "METRIC_ENTROPY",
+    "METRIC_LOSS",
+    "METRIC_RELATIVE",
+    "METRIC_ROLLOUTS",
+    "METRIC_SAMPLED_VS_BASIC",
+    "METRIC_WALL",
     "FunctionCost",
     "HeldoutRow",
+    "PolicyWeights",
     "RegallocTrainConfig",
     "RegallocTrainError",
     "Rollout",
+    "RolloutAgent",
+    "RolloutSettings",
+    "RolloutTask",
     "TrainingModule",
     "allocate",
+    "check_worker",
     "evaluate_heldout",
     "find_llc_plugin",
     "function_costs",
@@ -105,6 +127,7 @@ __all__ = [
     "heldout_table",
     "optimize_module",
     "parse_cost_remarks",
+    "prepare_checkpoints",
     "rollout",
     "sample_functions",
     "select_modules",
@@ -152,7 +175,8 @@ class RegallocTrainConfig:
             policies are compared (0: keep the fine-tuned one).
         hidden: The policy's embedding width.
         rounds: The policy's rounds of message passing.
-        jobs: Compilations at once.
+        jobs: Compilations at once (the threads of the pool :func:`train_regalloc` makes
+            when it is given none; the command line sets its pool's workers).
         seed: Seeds the policy's initialisation, the draws and the action samples.
         timeout: Bound of every wait, seconds.
     """
