@@ -65,6 +65,8 @@ from mlbridge.training.checkpoints import (
     load_checkpoint,
     prepare_checkpoint_folder,
     save_checkpoint,
+    tensors_from_json,
+    tensors_to_json,
 )
 from mlbridge.training.metrics import TrainingMetrics
 from mlbridge.training.pool import (
@@ -761,30 +763,6 @@ def _validate(training: _Training, tuned_policy: Any, cloned: Any) -> dict[str, 
 # -- checkpoints ----------------------------------------------------------------------
 
 
-def _tensor_state(value: Any) -> Any:  # noqa: ANN401 - a tensor, or what holds tensors
-    """An optimizer state as JSON: tensors as ``{"tensor": lists, "dtype": ...}``, exact."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        array = value.detach().cpu().numpy()
-        # float32 -> float64 is exact, and JSON keeps every float64 exactly.
-        return {"dtype": str(array.dtype), "shape": list(array.shape), "tensor": array.tolist()}
-    if isinstance(value, dict):
-        return {str(k): _tensor_state(v) for k, v in value.items()}
-    return value
-
-
-def _tensor_from_state(value: Any) -> Any:  # noqa: ANN401
-    import torch
-
-    if isinstance(value, dict) and "tensor" in value and "dtype" in value:
-        array = np.asarray(value["tensor"], dtype=np.dtype(value["dtype"]))
-        return torch.from_numpy(array.reshape(value["shape"]).copy())
-    if isinstance(value, dict):
-        return {k: _tensor_from_state(v) for k, v in value.items()}
-    return value
-
-
 def _pack_samples(samples: Sequence[Obs]) -> str | None:
     """Observations as base64 of an ``.npz`` (one array per feature), or ``None`` if none."""
     if not samples:
@@ -843,7 +821,7 @@ def _save(
         "modules": training.fingerprint(),
         "policy": policy.to_json(),
         "cloned": cloned.to_json(),
-        "optimizer": _tensor_state(optimizer.state_dict()["state"]),
+        "optimizer": tensors_to_json(optimizer.state_dict()["state"]),
         "result": result,
         "history": training.history,
         "rng": training.rng.bit_generator.state,
@@ -893,7 +871,7 @@ def _load(folder: Path, config: PGConfig, modules: list[dict[str, str]]) -> _Che
             iteration=iteration,
             policy=PhasePolicy.from_json(state["policy"]),
             cloned=PhasePolicy.from_json(state["cloned"]),
-            optimizer_state=_tensor_from_state(state["optimizer"]),
+            optimizer_state=tensors_from_json(state["optimizer"]),
             result=dict(state["result"]),
             history=[dict(h) for h in state["history"]],
             samples=samples,

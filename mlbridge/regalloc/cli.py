@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mlbridge.training.run_options import add_pool_arguments, add_run_arguments
+
 __all__ = ["add_train_parser", "run_train"]
 
 
@@ -24,11 +26,14 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
             "cloning of the built-in basic policy, then REINFORCE where each function's "
             "return is minus its spill/reload cost weighted by block frequency "
             "(mlbridge-regalloc-cost) and its baseline the basic policy's cost. Each rollout "
-            "is one llc run over the pipe. Exports the policy to ONNX (one model, an If on "
+            "is one llc run over the pipe, the policy answering in Python. The rollouts run on "
+            "Ray (a local instance, or a cluster) or in threads (--no-ray); the gradient "
+            "steps in this process. Exports the policy to ONNX (one model, an If on "
             "'agent'), checks the export against PyTorch, and compares the held-out projects "
             "(lua, cmark-gfm) under greedy, LLVM's basic allocator, the basic policy and the "
             "trained model in-process. Writes policy.json, agent.onnx, metrics.json and "
-            "learning-curve.png to the output folder (docs/ml-regalloc.md, 'Training')."
+            "learning-curve.png to the output folder, with the run's checkpoints and "
+            "TensorBoard event files (docs/ml-regalloc.md, 'Training')."
         ),
     )
     p.add_argument(
@@ -100,7 +105,6 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
         "lower SpillReloadCost is kept",
     )
     number("--hidden", d.hidden, "the width of the node embeddings")
-    number("--jobs", d.jobs, "compilations at once")
     number("--seed", d.seed, "seeds the policy's initialisation, the module draws and the samples")
     number(
         "--heldout-max-modules",
@@ -108,6 +112,17 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
         "evaluate at most N modules per held-out project, evenly spread (default: all)",
     )
     p.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation")
+    add_pool_arguments(p)
+    add_run_arguments(
+        p,
+        checkpoint_default="OUTPUT_DIR/checkpoints",
+        checkpoint_contents="the policy, the cloned policy, the optimizer's state, random "
+        "generator, settings, the recorded observations; the first after the cloning",
+        tensorboard_default="OUTPUT_DIR/tensorboard",
+        tensorboard_contents="the per-iteration sampled cost against the basic policy's, "
+        "entropy, loss and wall time",
+        curve_default="OUTPUT_DIR/learning-curve.png",
+    )
     return p
 
 
@@ -126,20 +141,28 @@ def _heldout(manifest: Any, per_project: int | None) -> list[Any]:
 
 def run_train(args: argparse.Namespace) -> int:
     """Runs ``mlbridge train regalloc``."""
+    import contextlib
+    import functools
+    import os
+
     from mlbridge.corpus import default_corpus_dir, load_manifest
     from mlbridge.errors import CLIError, MLBridgeError
     from mlbridge.regalloc.gnn import agreement
     from mlbridge.regalloc.trainer import (
         RegallocTrainConfig,
+        check_worker,
         evaluate_heldout,
         find_llc_plugin,
         heldout_table,
+        prepare_checkpoints,
         select_modules,
         stderr_log,
         summarize_heldout,
         train_regalloc,
         write_metrics,
     )
+    from mlbridge.training.metrics import TrainingMetrics
+    from mlbridge.training.run_options import check_pool_arguments, open_rollout_pool
 
     started = time.perf_counter()
     for flag in ("iterations", "bc_epochs", "bc_modules", "validation_modules"):
@@ -147,12 +170,13 @@ def run_train(args: argparse.Namespace) -> int:
             raise CLIError(f"--{flag.replace('_', '-')} must be >= 0")
     if args.sample_functions < 0:
         raise CLIError("--sample-functions must be >= 0")
-    for flag in ("modules_per_iteration", "episodes_per_module", "jobs", "hidden",
+    for flag in ("modules_per_iteration", "episodes_per_module", "hidden",
                  "samples_per_function", "max_decisions"):  # fmt: skip
         if getattr(args, flag) < 1:
             raise CLIError(f"--{flag.replace('_', '-')} must be at least 1")
     if args.temperature <= 0:
         raise CLIError("--temperature must be positive")
+    check_pool_arguments(args)
     corpus = Path(args.corpus) if args.corpus else default_corpus_dir()
     try:
         manifest = load_manifest(corpus)
@@ -166,29 +190,51 @@ def run_train(args: argparse.Namespace) -> int:
         bound = "" if args.max_instructions is None else f" and {args.max_instructions}"
         raise CLIError(f"no training module in {corpus} has at least 50{bound} IR instructions")
     out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    config = RegallocTrainConfig(
-        max_decisions=args.max_decisions,
-        sample_functions=args.sample_functions or None,
-        bc_modules=args.bc_modules,
-        bc_epochs=args.bc_epochs,
-        samples_per_function=args.samples_per_function,
-        iterations=args.iterations,
-        modules_per_iteration=args.modules_per_iteration,
-        episodes_per_module=args.episodes_per_module,
-        temperature=args.temperature,
-        learning_rate=args.learning_rate,
-        entropy=args.entropy,
-        validation_modules=args.validation_modules,
-        hidden=args.hidden,
-        jobs=args.jobs,
-        seed=args.seed,
-    )
-    stderr_log(f"{len(entries)} training modules from {corpus}, plugin {plugin}")
+    checkpoint_dir = Path(args.checkpoint_dir or out / "checkpoints")
+    tensorboard_dir = Path(args.tensorboard_dir or out / "tensorboard")
+    curve = Path(args.curve or out / "learning-curve.png")
     try:
-        policy, history, samples = train_regalloc(
-            [e.bitcode_path for e in entries], config, plugin=plugin, log=stderr_log
-        )
+        # Before Ray starts: a wrong checkpoint folder is said at once.
+        prepare_checkpoints(checkpoint_dir, args.resume, stderr_log)
+    except MLBridgeError as e:
+        raise CLIError(str(e)) from e
+    out.mkdir(parents=True, exist_ok=True)
+    stderr_log(f"{len(entries)} training modules from {corpus}, plugin {plugin}")
+    metrics_log = TrainingMetrics(tensorboard_dir, log=stderr_log)
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.callback(metrics_log.close)
+            opened = open_rollout_pool(
+                stack, args, setup=functools.partial(check_worker, str(plugin)), say=stderr_log
+            )
+            config = RegallocTrainConfig(
+                max_decisions=args.max_decisions,
+                sample_functions=args.sample_functions or None,
+                bc_modules=args.bc_modules,
+                bc_epochs=args.bc_epochs,
+                samples_per_function=args.samples_per_function,
+                iterations=args.iterations,
+                modules_per_iteration=args.modules_per_iteration,
+                episodes_per_module=args.episodes_per_module,
+                temperature=args.temperature,
+                learning_rate=args.learning_rate,
+                entropy=args.entropy,
+                validation_modules=args.validation_modules,
+                hidden=args.hidden,
+                jobs=opened.workers,
+                seed=args.seed,
+            )
+            policy, history, samples = train_regalloc(
+                [e.bitcode_path for e in entries],
+                config,
+                plugin=plugin,
+                log=stderr_log,
+                pool=opened.pool,
+                checkpoint_dir=checkpoint_dir,
+                checkpoint_every=args.checkpoint_every,
+                resume=args.resume,
+                metrics=metrics_log,
+            )
         train_seconds = time.perf_counter() - started
         policy.save(out / "policy.json")
         onnx_path = policy.to_onnx(out / "agent.onnx")
@@ -205,62 +251,66 @@ def run_train(args: argparse.Namespace) -> int:
             "training_seconds": train_seconds,
             "export_agreement": {"fraction": agree, "samples": checked},
         }
-        curve = _plot(history, out / "learning-curve.png", stderr_log)
-        if curve is not None:
+        if _plot(metrics_log.history, curve, opened.workers, opened.pool.backend, stderr_log):
             metrics["learning_curve"] = str(curve)
         if not args.no_eval:
+            # In this process: the held-out compilations use the ONNX model in llc, and
+            # this machine's CPUs bound them.
             heldout = _heldout(manifest, args.heldout_max_modules)
             rows = evaluate_heldout(
-                onnx_path, heldout, plugin=plugin, jobs=args.jobs, log=stderr_log
+                onnx_path,
+                heldout,
+                plugin=plugin,
+                jobs=min(opened.workers, os.cpu_count() or 1),
+                log=stderr_log,
             )
             summary = summarize_heldout(rows)
             metrics["heldout"] = {"summary": summary, "modules": [vars(r) for r in rows]}
             table = heldout_table(summary)
             metrics["heldout"]["table"] = table
             stderr_log("held-out projects (sums over their modules):\n" + table)
-    except MLBridgeError as e:
+    except (MLBridgeError, ValueError) as e:
         raise CLIError(str(e)) from e
     metrics["wall_seconds"] = time.perf_counter() - started
     write_metrics(out / "metrics.json", metrics)
     stderr_log(f"wrote {out / 'policy.json'}, {out / 'agent.onnx'}, {out / 'metrics.json'}")
+    stderr_log(
+        f"checkpoints in {checkpoint_dir}; TensorBoard: tensorboard --logdir {tensorboard_dir}"
+    )
     stderr_log(f"wall time {metrics['wall_seconds']:.0f} s")
     return 0
 
 
-def _plot(history: dict[str, Any], path: Path, log: Any) -> Path | None:
+def _plot(
+    history: list[dict[str, float]], path: Path, workers: int, backend: str, log: Any
+) -> bool:
     """The learning curve: sampled ``SpillReloadCost`` against the basic policy's, per iteration.
 
     Two series: the change of the sum over the iteration's modules (a few hot functions
     dominate it), and the mean over the functions that spill of the change relative to the
-    larger cost.
+    larger cost. Nothing without an iteration.
     """
-    iterations = history.get("iterations") or []
-    if not iterations:
-        return None
+    from mlbridge.regalloc.trainer import METRIC_RELATIVE, METRIC_SAMPLED_VS_BASIC, METRIC_WALL
     from mlbridge.training.metrics import plot_learning_curve
 
-    steps = [
-        {
-            "step": float(r["iteration"]),
-            "sampled_vs_basic": 100.0 * r["sampled_vs_basic"],
-            "relative": 100.0 * r["mean_relative_change"],
-            "elapsed": r["elapsed_seconds"],
-        }
-        for r in iterations
-    ]
+    steps = [h for h in history if METRIC_SAMPLED_VS_BASIC in h]
+    if not steps:
+        return False
     try:
         plot_learning_curve(
             steps,
             path,
             series={
-                "sum over the drawn modules": "sampled_vs_basic",
-                "mean over the functions that spill": "relative",
+                "sum over the drawn modules": METRIC_SAMPLED_VS_BASIC,
+                "mean over the functions that spill": METRIC_RELATIVE,
             },
             ylabel="sampled SpillReloadCost vs the basic policy's (%)",
-            title="mlbridge train regalloc: REINFORCE on the drawn training modules",
-            wall_time="elapsed",
+            title=f"mlbridge train regalloc: REINFORCE on the drawn training modules, "
+            f"{workers} workers ({backend})",
+            wall_time=METRIC_WALL,
         )
     except ImportError:
         log("matplotlib is not installed: no learning-curve.png (pip install 'mlbridge[train]')")
-        return None
-    return path
+        return False
+    log(f"wrote {path}")
+    return True

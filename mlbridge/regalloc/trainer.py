@@ -35,6 +35,15 @@ the record (its cost mixes two policies).
    to ONNX and run in-process, are compared on ``validation_modules`` training modules; the
    lower total ``SpillReloadCost`` is kept.
 
+Every compilation of stages 1 to 4 is a rollout on a
+:class:`~mlbridge.training.pool.RolloutPool` (Ray actors or threads, :mod:`mlbridge.training`):
+a worker gets the module (through the pool), the policy's weights as numpy arrays and the
+rollout's seeds, answers the pipe in Python and returns the costs and the recorded
+observations and actions; the gradient steps run in the driver, which draws every seed
+in the order of the rollouts, so the result does not depend on the pool. Checkpoints
+(:mod:`mlbridge.training.checkpoints`) let a run resume with the result of an
+uninterrupted one.
+
 :func:`evaluate_heldout` then compares, per held-out project, LLVM's greedy allocator
 (stock llc), LLVM's basic allocator, ``-regalloc=mlbridge`` with the built-in basic policy
 and with the trained ONNX model in-process: sums of ``SpillReloadCost`` and ``.text`` bytes.
@@ -42,7 +51,10 @@ and with the trained ONNX model in-process: sums of ``SpillReloadCost`` and ``.t
 
 from __future__ import annotations
 
+import base64
 import copy
+import functools
+import io
 import json
 import os
 import platform
@@ -67,16 +79,47 @@ from mlbridge.paths import default_build_dir, plugin_path
 from mlbridge.progress import track
 from mlbridge.regalloc.interface import MASK
 from mlbridge.regalloc.policy import basic_policy
+from mlbridge.training.checkpoints import (
+    CheckpointError,
+    latest_checkpoint,
+    load_checkpoint,
+    prepare_checkpoint_folder,
+    save_checkpoint,
+    tensors_from_json,
+    tensors_to_json,
+)
+from mlbridge.training.metrics import TrainingMetrics
+from mlbridge.training.pool import (
+    LocalRolloutPool,
+    RolloutPool,
+    RolloutPoolError,
+    SharedFile,
+    WorkerContext,
+    file_digest,
+)
 
 __all__ = [
+    "CHECKPOINT_FORMAT",
     "COST_FIELDS",
+    "METRIC_AGREEMENT",
+    "METRIC_ENTROPY",
+    "METRIC_LOSS",
+    "METRIC_RELATIVE",
+    "METRIC_ROLLOUTS",
+    "METRIC_SAMPLED_VS_BASIC",
+    "METRIC_WALL",
     "FunctionCost",
     "HeldoutRow",
+    "PolicyWeights",
     "RegallocTrainConfig",
     "RegallocTrainError",
     "Rollout",
+    "RolloutAgent",
+    "RolloutSettings",
+    "RolloutTask",
     "TrainingModule",
     "allocate",
+    "check_worker",
     "evaluate_heldout",
     "find_llc_plugin",
     "function_costs",
@@ -84,6 +127,7 @@ __all__ = [
     "heldout_table",
     "optimize_module",
     "parse_cost_remarks",
+    "prepare_checkpoints",
     "rollout",
     "sample_functions",
     "select_modules",
@@ -131,7 +175,8 @@ class RegallocTrainConfig:
             policies are compared (0: keep the fine-tuned one).
         hidden: The policy's embedding width.
         rounds: The policy's rounds of message passing.
-        jobs: Compilations at once.
+        jobs: Compilations at once (the threads of the pool :func:`train_regalloc` makes
+            when it is given none; the command line sets its pool's workers).
         seed: Seeds the policy's initialisation, the draws and the action samples.
         timeout: Bound of every wait, seconds.
     """
@@ -567,35 +612,285 @@ def _log(message: str, log: Log | None) -> None:
         log(message)
 
 
-def _map(jobs: int, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        return list(pool.map(fn, items))
+# -- the rollouts: what a pool's worker runs (module-level, so that Ray can pickle them) --
+
+
+@dataclass(frozen=True)
+class RolloutSettings:
+    """What every rollout of a run needs besides its task (the same on every worker).
+
+    Attributes:
+        plugin: The llc plugin, at this path on every node (the same install everywhere).
+        samples_per_function: Decisions recorded per function and rollout.
+        max_decisions: The most decisions the policy makes per rollout.
+        temperature: Divides the scores before the sampled actions are drawn.
+        timeout: Bound of every wait, seconds.
+    """
+
+    plugin: str
+    samples_per_function: int
+    max_decisions: int
+    temperature: float
+    timeout: float
+
+
+@dataclass(frozen=True)
+class PolicyWeights:
+    """A :class:`~mlbridge.regalloc.gnn.RegallocGNN` as plain data, for the workers.
+
+    Attributes:
+        hidden: The embedding width.
+        rounds: The rounds of message passing.
+        arrays: The state dict as ``(name, float32 array)`` pairs.
+    """
+
+    hidden: int
+    rounds: int
+    arrays: tuple[tuple[str, np.ndarray], ...]
+
+    @classmethod
+    def of(cls, policy: Any) -> PolicyWeights:  # noqa: ANN401 - a RegallocGNN
+        """A copy of ``policy``'s architecture and weights."""
+        return cls(
+            policy.hidden,
+            policy.rounds,
+            tuple((k, v.detach().cpu().numpy().copy()) for k, v in policy.state_dict().items()),
+        )
+
+    def build(self) -> Any:  # noqa: ANN401 - a RegallocGNN
+        """The policy, in eval mode, with exactly these weights."""
+        import torch
+
+        from mlbridge.regalloc.gnn import RegallocGNN
+
+        # Built on the meta device, then given the weights: a random initialisation would
+        # draw from torch's global generator, which the driver's threads share (--no-ray).
+        with torch.device("meta"):
+            policy = RegallocGNN(self.hidden, self.rounds)
+        policy.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in self.arrays}, assign=True)
+        policy.eval()
+        return policy
+
+
+@dataclass(frozen=True)
+class RolloutAgent:
+    """Who answers the decisions of one map's rollouts.
+
+    Attributes:
+        kind: ``"basic"`` (:func:`~mlbridge.regalloc.policy.basic_policy`, for cloning) or
+            ``"sample"`` (actions drawn from the policy's masked softmax, divided by the
+            temperature, with the rollout's own sampling seed).
+        weights: The policy of ``sample``.
+    """
+
+    kind: str
+    weights: PolicyWeights | None = None
+
+
+@dataclass(frozen=True)
+class RolloutTask:
+    """One allocation rollout of a map, as the driver drew it.
+
+    Attributes:
+        module: The optimised module.
+        seed: Draws the recorded decisions.
+        model_functions: The functions the policy allocates (drawn by the driver from
+            the rollout's seed); ``None``: every function.
+        sampling_seed: Draws the sampled actions (``None`` for the basic policy).
+    """
+
+    module: SharedFile
+    seed: int
+    model_functions: tuple[str, ...] | None
+    sampling_seed: int | None = None
+
+
+def _sampler(policy: Any, seed: int, temperature: float) -> Callable[[Obs], int]:
+    sampler = np.random.default_rng(seed)
+
+    def choose(obs: Obs) -> int:
+        p = policy.probabilities(obs, temperature)
+        return int(sampler.choice(len(p), p=p / p.sum()))
+
+    return choose
+
+
+def _teacher(obs: Obs) -> int:
+    return int(basic_policy(obs)[0])
+
+
+def _allocation_rollout(
+    context: WorkerContext, task: RolloutTask, *, agent: RolloutAgent, settings: RolloutSettings
+) -> Rollout:
+    """One :func:`rollout` of ``task`` with ``agent`` answering, in the worker."""
+    import torch
+
+    # Compilations run in other processes; more torch threads would only compete with them.
+    torch.set_num_threads(1)
+    choose: Callable[[Obs], int]
+    if agent.kind == "basic":
+        choose = _teacher
+    else:
+        assert agent.weights is not None and task.sampling_seed is not None
+        choose = _sampler(agent.weights.build(), task.sampling_seed, settings.temperature)
+    folder = Path(tempfile.mkdtemp(prefix="rollout-", dir=context.scratch_dir))
+    try:
+        result = rollout(
+            context.local_path(task.module),
+            choose,
+            Path(settings.plugin),
+            folder,
+            keep_per_function=settings.samples_per_function,
+            rng=np.random.default_rng(task.seed),
+            max_decisions=settings.max_decisions,
+            model_functions=task.model_functions,
+            timeout=settings.timeout,
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    result.module = task.module.path  # the driver's name of it
+    return result
+
+
+def _prepare_rollout(
+    context: WorkerContext, source: SharedFile, *, settings: RolloutSettings
+) -> tuple[bytes, dict[str, FunctionCost]]:
+    """``opt-22 -O2`` of ``source`` and the basic policy's cost per function, in the worker.
+
+    Returns the optimised module's bytes (the driver shares them for the later rollouts).
+    """
+    folder = Path(tempfile.mkdtemp(prefix="prepare-", dir=context.scratch_dir))
+    try:
+        out = optimize_module(context.local_path(source), folder / "optimized.bc", settings.timeout)
+        costs, _ = allocate(
+            out, Path(settings.plugin), _mlbridge(), folder, timeout=settings.timeout
+        )
+        return out.read_bytes(), costs
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _model_cost_rollout(
+    context: WorkerContext, task: tuple[SharedFile, SharedFile], *, settings: RolloutSettings
+) -> float:
+    """Total ``SpillReloadCost`` of module ``task[0]`` with the ONNX model ``task[1]`` in llc."""
+    module, model = task
+    folder = Path(tempfile.mkdtemp(prefix="validate-", dir=context.scratch_dir))
+    try:
+        costs, _ = allocate(
+            context.local_path(module),
+            Path(settings.plugin),
+            _mlbridge(f"-mlbridge-regalloc-model={context.local_path(model)}"),
+            folder,
+            timeout=settings.timeout,
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return sum(c.spill_reload_cost for c in costs.values())
+
+
+def check_worker(plugin: str | Path) -> None:
+    """What a training worker checks at start (a Ray actor, on its node).
+
+    LLVM 22's ``opt`` and ``llc``, the plugin at ``plugin`` and PyTorch.
+
+    Raises:
+        RegallocTrainError: Naming what is missing and how to install it.
+    """
+    try:
+        find_llvm_tool("opt")
+        find_llvm_tool("llc")
+    except MLBridgeError as e:
+        raise RegallocTrainError(str(e)) from e
+    if not Path(plugin).is_file():
+        raise RegallocTrainError(
+            f"the llc plugin {plugin} is not on this node: every node needs the same mlbridge "
+            "build at the same path (`mlbridge build`, or --build-dir)"
+        )
+    try:
+        import torch  # noqa: F401
+    except ImportError as e:
+        raise RegallocTrainError(
+            f"{e}: training needs PyTorch (pip install 'mlbridge[dev]')"
+        ) from None
 
 
 # -- training -----------------------------------------------------------------------------
 
+#: The ``format`` of the trainer's checkpoints (:mod:`mlbridge.training.checkpoints`).
+CHECKPOINT_FORMAT = "mlbridge-regalloc-checkpoint-1"
+
+#: RegallocTrainConfig fields a resumed run may change: how long it runs, on how many workers.
+_RESUMABLE_CHANGES = frozenset({"iterations", "jobs"})
+
+#: The TensorBoard tags of :func:`train_regalloc` (and the curve's series). Step 0 is the
+#: behaviour cloning; step k the k-th REINFORCE iteration.
+METRIC_SAMPLED_VS_BASIC = "cost/sampled_vs_basic_pct"
+METRIC_RELATIVE = "cost/mean_relative_change_pct"
+METRIC_AGREEMENT = "cloning/agreement_pct"
+METRIC_ENTROPY = "policy/entropy"
+METRIC_LOSS = "policy/loss"
+METRIC_WALL = "time/wall_s"
+METRIC_ROLLOUTS = "rollouts/done"
+
 
 class _Training:
-    """What the stages share: modules, settings, the generator, the work folder, the log."""
+    """What the stages of one :func:`train_regalloc` run share.
+
+    The prepared modules (shared with the pool's workers) and their draws (one generator
+    in the driver, so a seed gives the same draws and the same per-rollout seeds whatever
+    the pool), the pool, the recorded observations for the export check, the metrics and
+    the log.
+    """
 
     def __init__(
         self,
         modules: list[TrainingModule],
         config: RegallocTrainConfig,
-        plugin: Path,
+        pool: RolloutPool,
+        settings: RolloutSettings,
         work: Path,
         log: Log | None,
+        metrics: TrainingMetrics | None,
     ) -> None:
         self.modules = modules
+        self.shared = {m.optimized: pool.share(m.optimized) for m in modules}
+        self.module_of = {self.shared[m.optimized].path: m for m in modules}
         self.config = config
-        self.plugin = plugin
+        self.pool = pool
+        self.settings = settings
         self.work = work
         self.log = log
+        self.metrics = metrics
         self.rng = np.random.default_rng(config.seed)
-        self.start = time.perf_counter()
         self.samples: list[dict[str, Any]] = []  # for the export check
+        self.new_samples = 0  # of those, recorded since the last checkpoint
         # (module, function) where the policy ran out of decisions, for the metrics.
         self.capped: set[tuple[str, str]] = set()
+        self.rollouts = 0
+        self.elapsed_s = 0.0  # the wall time of the earlier segments of a resumed run
+        self.start = time.perf_counter()
+        self.history: list[dict[str, float]] = []  # the metrics' scalars, for checkpoints
+
+    def wall(self) -> float:
+        """Seconds of training so far, the earlier segments of a resumed run included."""
+        return self.elapsed_s + time.perf_counter() - self.start
+
+    def see(self, samples: Iterable[dict[str, Any]]) -> None:
+        """Keeps recorded observations for the export check."""
+        before = len(self.samples)
+        self.samples.extend(samples)
+        self.new_samples += len(self.samples) - before
+
+    def record(self, step: int, values: dict[str, float]) -> None:
+        """The scalars of a step, to the metrics and the checkpoints' history."""
+        self.history.append({"step": float(step), **{k: float(v) for k, v in values.items()}})
+        if self.metrics is not None:
+            self.metrics.record(step, values)
+
+    def description(self, stage: str) -> str | None:
+        """The progress display's name of a stage's rollouts (none without a log)."""
+        return f"mlbridge train regalloc: {stage}" if self.log is not None else None
 
     def draw(self, n: int, *, spilling: bool = False) -> list[TrainingModule]:
         """``n`` modules drawn without replacement.
@@ -609,46 +904,40 @@ class _Training:
             return list(pool)
         return [pool[i] for i in sorted(self.rng.choice(len(pool), size=n, replace=False))]
 
-    def rollouts(
-        self, tasks: Sequence[tuple[TrainingModule, Callable[[Obs], int], int]]
-    ) -> list[tuple[TrainingModule, Rollout]]:
-        """Runs ``(module, choose, seed)`` rollouts, ``jobs`` at once.
+    def task(self, module: TrainingModule, seed: int, sampling_seed: int | None) -> RolloutTask:
+        """The rollout of ``module`` with ``seed``: its function sample is drawn here.
 
         The seed draws the recorded decisions and, in a module with more than
         ``sample_functions`` functions, the functions the policy allocates.
         """
-        config = self.config
+        sample = sample_functions(
+            module.basic, self.config.sample_functions, _function_sample_seed(seed)
+        )
+        return RolloutTask(
+            self.shared[module.optimized],
+            seed,
+            tuple(sample) if sample is not None else None,
+            sampling_seed,
+        )
 
-        def one(task: tuple[TrainingModule, Callable[[Obs], int], int]) -> Any:
-            module, choose, seed = task
-            folder = Path(tempfile.mkdtemp(prefix="rollout-", dir=self.work))
-            try:
-                r = rollout(
-                    module.optimized,
-                    choose,
-                    self.plugin,
-                    folder,
-                    keep_per_function=config.samples_per_function,
-                    rng=np.random.default_rng(seed),
-                    max_decisions=config.max_decisions,
-                    model_functions=sample_functions(
-                        module.basic, config.sample_functions, _function_sample_seed(seed)
-                    ),
-                    timeout=config.timeout,
-                )
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
-            if r.capped is not None and (str(module.source), r.capped) not in self.capped:
-                self.capped.add((str(module.source), r.capped))
+    def rollouts_of(
+        self, agent: RolloutAgent, tasks: Sequence[RolloutTask], stage: str
+    ) -> list[Rollout]:
+        """Runs ``tasks`` on the pool with ``agent`` answering; results in task order."""
+        fn = functools.partial(_allocation_rollout, agent=agent, settings=self.settings)
+        self.rollouts += len(tasks)
+        runs = [r.value for r in self.pool.map(fn, tasks, description=self.description(stage))]
+        for r in runs:
+            source = str(self.module_of[r.module].source)
+            if r.capped is not None and (source, r.capped) not in self.capped:
+                self.capped.add((source, r.capped))
                 _log(
-                    f"{module.source}: the policy ran out of its {config.max_decisions} "
+                    f"{source}: the policy ran out of its {self.config.max_decisions} "
                     f"decisions in {r.capped}; the basic policy finished the rollout and "
                     "that function is left out of it",
                     self.log,
                 )
-            return module, r
-
-        return _map(config.jobs, one, tasks)
+        return runs
 
 
 def _function_sample_seed(seed: int) -> int:
@@ -657,20 +946,29 @@ def _function_sample_seed(seed: int) -> int:
 
 
 def _prepare(
-    sources: Sequence[Path], config: RegallocTrainConfig, plugin: Path, work: Path, log: Log | None
+    sources: Sequence[Path],
+    config: RegallocTrainConfig,
+    pool: RolloutPool,
+    settings: RolloutSettings,
+    work: Path,
+    log: Log | None,
 ) -> list[TrainingModule]:
-    """``opt-22 -O2`` of every module and the basic policy's costs."""
+    """``opt-22 -O2`` of every module and the basic policy's costs, one rollout each."""
     t0 = time.perf_counter()
     (work / "opt").mkdir(parents=True, exist_ok=True)
-
-    def one(item: tuple[int, Path]) -> TrainingModule:
-        i, source = item
-        out = optimize_module(source, work / "opt" / f"{i:04d}-{source.stem}.bc", config.timeout)
-        costs, _ = allocate(out, plugin, _mlbridge(), work / "opt", timeout=config.timeout)
-        return TrainingModule(source, out, costs)
-
-    items = list(enumerate(sources))
-    modules = _map(config.jobs, one, items)
+    fn = functools.partial(_prepare_rollout, settings=settings)
+    done = pool.map(
+        fn,
+        [pool.share(s) for s in sources],
+        description="mlbridge train regalloc: preparation" if log is not None else None,
+        unit="module",
+    )
+    modules = []
+    for i, (source, prepared) in enumerate(zip(sources, done, strict=True)):
+        data, costs = prepared.value
+        out = work / "opt" / f"{i:04d}-{source.stem}.bc"
+        out.write_bytes(data)
+        modules.append(TrainingModule(source, out, costs))
     _log(
         f"prepared {len(modules)} training modules (opt-22 -O2, the basic policy's costs: "
         f"SpillReloadCost {sum(m.basic_cost for m in modules):.0f}) in "
@@ -690,29 +988,26 @@ def _prepare(
 
 
 def _clone(training: _Training, policy: Any) -> dict[str, Any]:
-    """Records the basic policy's decisions and trains ``policy`` to make them."""
+    """Records the basic policy's decisions (rollouts on the pool) and trains ``policy``."""
     import torch
 
     config, rng, log = training.config, training.rng, training.log
     t0 = time.perf_counter()
     chosen = training.draw(config.bc_modules)
-
-    def teacher(obs: Obs) -> int:
-        return int(basic_policy(obs)[0])
-
-    runs = training.rollouts([(m, teacher, int(rng.integers(2**63))) for m in chosen])
+    tasks = [training.task(m, int(rng.integers(2**63)), None) for m in chosen]
+    runs = training.rollouts_of(RolloutAgent("basic"), tasks, "collection")
     samples, actions = [], []
-    for _, r in runs:
+    for r in runs:
         for name in r.observations:
             samples.extend(r.observations[name])
             actions.extend(r.actions[name])
-    capped = sum(r.capped is not None for _, r in runs)
+    capped = sum(r.capped is not None for r in runs)
     if not samples:
         raise RegallocTrainError(
             f"no decision recorded on {len(chosen)} modules (do their functions allocate "
             "nothing, or each ask more than --max-decisions?)"
         )
-    training.samples.extend(samples)
+    training.see(samples)
     collected = time.perf_counter() - t0
     order = rng.permutation(len(samples))
     n_valid = max(1, len(samples) // 10)
@@ -780,16 +1075,6 @@ def _clone(training: _Training, policy: Any) -> dict[str, Any]:
         log,
     )
     return result
-
-
-def _sampler(policy: Any, seed: int, temperature: float) -> Callable[[Obs], int]:
-    sampler = np.random.default_rng(seed)
-
-    def choose(obs: Obs) -> int:
-        p = policy.probabilities(obs, temperature)
-        return int(sampler.choice(len(p), p=p / p.sum()))
-
-    return choose
 
 
 def _advantages(
@@ -866,85 +1151,85 @@ def _reinforce_step(
     return total_loss, float(torch.cat(entropies).mean())
 
 
-def _fine_tune(training: _Training, policy: Any) -> list[dict[str, Any]]:
-    """``iterations`` REINFORCE updates; one record per iteration."""
-    import torch
+def _fine_tune_step(training: _Training, policy: Any, optimizer: Any, it: int) -> dict[str, Any]:
+    """REINFORCE iteration ``it`` (from 0): sampled rollouts on the pool, one update here.
 
-    config, rng, log = training.config, training.rng, training.log
-    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
-    history: list[dict[str, Any]] = []
-    iterations: Iterable[int] = range(config.iterations)
-    if log is not None:
-        iterations = track(
-            iterations, description="mlbridge train regalloc: REINFORCE", unit="iteration"
-        )
-    for it in iterations:
-        t0 = time.perf_counter()
-        policy.eval()
-        tasks = [
-            (m, _sampler(policy, int(rng.integers(2**63)), config.temperature),
-             int(rng.integers(2**63)))
-            for m in training.draw(config.modules_per_iteration, spilling=True)
-            for _ in range(config.episodes_per_module)
-        ]  # fmt: skip
-        runs = training.rollouts(tasks)
-        items, totals = _advantages(runs)
-        loss, entropy = _reinforce_step(policy, optimizer, items, config)
-        for _, r in runs[:2]:  # a few for the export check
-            for name in r.observations:
-                training.samples.extend(r.observations[name][:4])
-        basic_cost = totals["basic_cost"]
-        ratio = totals["sampled_cost"] / basic_cost - 1.0 if basic_cost else 0.0
-        record = {
-            "iteration": it + 1,
-            "rollouts": len(runs),
-            "decisions": sum(r.total_decisions for _, r in runs),
-            **totals,
-            "sampled_vs_basic": ratio,
-            "functions_with_signal": len(items),
-            "loss": loss,
-            "entropy": entropy,
-            "seconds": time.perf_counter() - t0,
-            "elapsed_seconds": time.perf_counter() - training.start,
-        }
-        history.append(record)
-        _log(
-            f"iteration {it + 1}/{config.iterations}: sampled SpillReloadCost "
-            f"{totals['sampled_cost']:.0f} vs basic policy {basic_cost:.0f} ({ratio * 100:+.1f}%"
-            f"; {totals['mean_relative_change'] * 100:+.1f}% per spilling function), "
-            f"functions better {totals['functions_better']}, worse "
-            f"{totals['functions_worse']}, entropy {entropy:.3f}, {record['seconds']:.0f} s",
-            log,
-        )
-    return history
-
-
-def _greedy_cost(
-    training: _Training, policy: Any, modules: Sequence[TrainingModule], label: str
-) -> float:
-    """Total ``SpillReloadCost`` of ``policy``'s ONNX export in-process on ``modules``."""
-    folder = Path(tempfile.mkdtemp(prefix=f"validate-{label}-", dir=training.work))
-    model = policy.to_onnx(folder / "agent.onnx")
-
-    def one(m: TrainingModule) -> float:
-        costs, _ = allocate(
-            m.optimized,
-            training.plugin,
-            _mlbridge(f"-mlbridge-regalloc-model={model}"),
-            folder,
-            timeout=training.config.timeout,
-        )
-        return sum(c.spill_reload_cost for c in costs.values())
-
-    return float(sum(_map(training.config.jobs, one, list(modules))))
+    Every rollout gets its decision seed and its sampling seed drawn here, in the order of
+    the tasks, so the rollouts can run anywhere and finish in any order.
+    """
+    config, rng = training.config, training.rng
+    t0 = time.perf_counter()
+    policy.eval()
+    drawn: list[TrainingModule] = []
+    tasks: list[RolloutTask] = []
+    for m in training.draw(config.modules_per_iteration, spilling=True):
+        for _ in range(config.episodes_per_module):
+            sampling_seed = int(rng.integers(2**63))
+            tasks.append(training.task(m, int(rng.integers(2**63)), sampling_seed))
+            drawn.append(m)
+    agent = RolloutAgent("sample", PolicyWeights.of(policy))
+    runs = list(zip(drawn, training.rollouts_of(agent, tasks, "sampled rollouts"), strict=True))
+    items, totals = _advantages(runs)
+    loss, entropy = _reinforce_step(policy, optimizer, items, config)
+    for _, r in runs[:2]:  # a few for the export check
+        training.see(s for name in r.observations for s in r.observations[name][:4])
+    basic_cost = totals["basic_cost"]
+    ratio = totals["sampled_cost"] / basic_cost - 1.0 if basic_cost else 0.0
+    record = {
+        "iteration": it + 1,
+        "rollouts": len(runs),
+        "decisions": sum(r.total_decisions for _, r in runs),
+        **totals,
+        "sampled_vs_basic": ratio,
+        "functions_with_signal": len(items),
+        "loss": loss,
+        "entropy": entropy,
+        "seconds": time.perf_counter() - t0,
+        "elapsed_seconds": training.wall(),
+    }
+    _log(
+        f"iteration {it + 1}/{config.iterations}: sampled SpillReloadCost "
+        f"{totals['sampled_cost']:.0f} vs basic policy {basic_cost:.0f} ({ratio * 100:+.1f}%"
+        f"; {totals['mean_relative_change'] * 100:+.1f}% per spilling function), "
+        f"functions better {totals['functions_better']}, worse "
+        f"{totals['functions_worse']}, entropy {entropy:.3f}, {record['seconds']:.0f} s",
+        training.log,
+    )
+    training.record(
+        it + 1,
+        {
+            METRIC_SAMPLED_VS_BASIC: ratio * 100,
+            METRIC_RELATIVE: totals["mean_relative_change"] * 100,
+            METRIC_ENTROPY: entropy,
+            METRIC_LOSS: loss,
+            METRIC_WALL: training.wall(),
+            METRIC_ROLLOUTS: training.rollouts,
+        },
+    )
+    return record
 
 
 def _validate(training: _Training, tuned: Any, cloned: Any) -> dict[str, Any]:
-    """The deterministic cloned and fine-tuned policies on the same drawn modules."""
+    """The deterministic cloned and fine-tuned policies on the same drawn modules.
+
+    Each policy is exported to ONNX here; its file reaches the workers as the modules do,
+    and each rollout allocates one module with one model in-process.
+    """
     t0 = time.perf_counter()
     chosen = training.draw(training.config.validation_modules)
-    cost_tuned = _greedy_cost(training, tuned, chosen, "tuned")
-    cost_cloned = _greedy_cost(training, cloned, chosen, "cloned")
+    models = []
+    for policy, label in ((tuned, "tuned"), (cloned, "cloned")):
+        folder = Path(tempfile.mkdtemp(prefix=f"validate-{label}-", dir=training.work))
+        models.append(training.pool.share(policy.to_onnx(folder / "agent.onnx")))
+    tasks = [(training.shared[m.optimized], model) for model in models for m in chosen]
+    fn = functools.partial(_model_cost_rollout, settings=training.settings)
+    training.rollouts += len(tasks)
+    costs = [
+        r.value
+        for r in training.pool.map(fn, tasks, description=training.description("validation"))
+    ]
+    cost_tuned = float(sum(costs[: len(chosen)]))
+    cost_cloned = float(sum(costs[len(chosen) :]))
     basic = sum(m.basic_cost for m in chosen)
     keep = "fine-tuned" if cost_tuned <= cost_cloned else "cloned"
     record = {
@@ -964,6 +1249,199 @@ def _validate(training: _Training, tuned: Any, cloned: Any) -> dict[str, Any]:
     return record
 
 
+# -- checkpoints --------------------------------------------------------------------------
+
+#: The features of a recorded observation (:func:`~mlbridge.regalloc.gnn.compact_observation`)
+#: with one row per sample, and those with a variable number of rows.
+_FIXED_FEATURES = ("agent", "node")
+_RAGGED_FEATURES = ("node_features", "register_features", MASK)
+
+
+def _pack_samples(samples: Sequence[Mapping[str, Any]]) -> str | None:
+    """Recorded observations as base64 of a compressed ``.npz``, or ``None`` if none.
+
+    Each ragged feature is stored concatenated with its row counts; an edge list shared by
+    consecutive samples of a function (:func:`~mlbridge.regalloc.gnn.compact_observation`)
+    is stored once.
+    """
+    if not samples:
+        return None
+    arrays: dict[str, np.ndarray] = {}
+    for name in _FIXED_FEATURES:
+        arrays[name] = np.concatenate([np.asarray(s[name]).reshape(1) for s in samples])
+    for name in _RAGGED_FEATURES:
+        parts = [np.asarray(s[name]) for s in samples]
+        arrays[name] = np.concatenate(parts)
+        arrays[f"{name}.rows"] = np.array([p.shape[0] for p in parts], dtype=np.int64)
+    arrays["function_name"] = np.array([str(s["function_name"][0]) for s in samples])
+    edge_lists: list[np.ndarray] = []
+    which = []
+    for s in samples:
+        if not edge_lists or s["edges"] is not edge_lists[-1]:
+            edge_lists.append(s["edges"])
+        which.append(len(edge_lists) - 1)
+    arrays["edges"] = np.concatenate(edge_lists)
+    arrays["edges.rows"] = np.array([e.shape[0] for e in edge_lists], dtype=np.int64)
+    arrays["edges.of"] = np.array(which, dtype=np.int64)
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _split(array: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
+    return np.split(array, np.cumsum(rows)[:-1]) if len(rows) else []
+
+
+def _unpack_samples(text: str | None) -> list[dict[str, Any]]:
+    if text is None:
+        return []
+    with np.load(io.BytesIO(base64.b64decode(text))) as data:
+        a = {name: data[name] for name in data.files}
+    ragged = {name: _split(a[name], a[f"{name}.rows"]) for name in _RAGGED_FEATURES}
+    edges = _split(a["edges"], a["edges.rows"])
+    return [
+        {
+            **{name: a[name][i : i + 1].copy() for name in _FIXED_FEATURES},
+            **{name: ragged[name][i].copy() for name in _RAGGED_FEATURES},
+            "edges": edges[int(a["edges.of"][i])],
+            "function_name": np.array([str(a["function_name"][i])], dtype=object),
+        }
+        for i in range(len(a["agent"]))
+    ]
+
+
+def _fingerprint(modules: Sequence[TrainingModule]) -> list[dict[str, Any]]:
+    """The modules' names, SHA-256 and basic-policy costs, which a resumed run must share."""
+    return [
+        {"name": m.source.name, "sha256": file_digest(m.source), "basic_cost": m.basic_cost}
+        for m in modules
+    ]
+
+
+@dataclass
+class _Checkpoint:
+    """What a resumed run continues from."""
+
+    iteration: int
+    policy: Any
+    cloned: Any
+    optimizer_state: dict[str, Any]
+    result: dict[str, Any]
+    history: list[dict[str, float]]
+    samples: list[dict[str, Any]]
+    capped: set[tuple[str, str]]
+    rng_state: dict[str, Any]
+    elapsed_s: float
+    rollouts: int
+    path: Path
+
+
+def _save(
+    training: _Training,
+    folder: Path,
+    iteration: int,
+    policy: Any,
+    cloned: Any,
+    optimizer: Any,
+    result: dict[str, Any],
+    previous: int | None,
+) -> None:
+    """Writes the checkpoint of ``iteration``.
+
+    The observations recorded since the ``previous`` checkpoint go into this one (the
+    cloning's are most of them); a resume reads the chain.
+    """
+    new = training.samples[len(training.samples) - training.new_samples :]
+    state = {
+        "config": asdict(training.config),
+        "modules": _fingerprint(training.modules),
+        "policy": policy.to_json(),
+        "cloned": cloned.to_json(),
+        "optimizer": tensors_to_json(optimizer.state_dict()["state"]),
+        "result": result,
+        "history": training.history,
+        "capped": sorted([m, f] for m, f in training.capped),
+        "rng": training.rng.bit_generator.state,
+        "elapsed_s": training.wall(),
+        "rollouts": training.rollouts,
+        "samples": {"previous_checkpoint": previous, "new": _pack_samples(new)},
+    }
+    try:
+        save_checkpoint(folder, CHECKPOINT_FORMAT, iteration, state)
+    except CheckpointError as e:
+        raise RegallocTrainError(str(e)) from e
+    training.new_samples = 0
+
+
+def _load(folder: Path, config: RegallocTrainConfig, modules: list[dict[str, Any]]) -> _Checkpoint:
+    from mlbridge.regalloc.gnn import RegallocGNN
+
+    path = latest_checkpoint(folder)
+    if path is None:
+        raise RegallocTrainError(f"no checkpoint to resume from in {folder}")
+    try:
+        iteration, state = load_checkpoint(path, CHECKPOINT_FORMAT)
+        saved, mine = dict(state["config"]), asdict(config)
+        changed = sorted(k for k in mine if k not in _RESUMABLE_CHANGES and saved.get(k) != mine[k])
+        if changed:
+            diffs = ", ".join(f"{k}={saved.get(k)!r} there, {mine[k]!r} here" for k in changed)
+            raise RegallocTrainError(
+                f"{path} was taken with other settings ({diffs}): resume with the settings "
+                "of the run (only --iterations and --workers may change)"
+            )
+        if state["modules"] != modules:
+            raise RegallocTrainError(
+                f"{path} was taken on other modules ({len(state['modules'])} there, "
+                f"{len(modules)} here, or their contents or basic-policy costs differ): "
+                "resume on the same corpus, selection and tools"
+            )
+        chunks = [_unpack_samples(state["samples"]["new"])]
+        previous = state["samples"]["previous_checkpoint"]
+        while previous is not None:
+            _, before = load_checkpoint(
+                folder / f"iteration-{previous:06d}.json", CHECKPOINT_FORMAT
+            )
+            chunks.append(_unpack_samples(before["samples"]["new"]))
+            previous = before["samples"]["previous_checkpoint"]
+        return _Checkpoint(
+            iteration=iteration,
+            policy=RegallocGNN.from_json(state["policy"], str(path)),
+            cloned=RegallocGNN.from_json(state["cloned"], str(path)),
+            optimizer_state=tensors_from_json(state["optimizer"]),
+            result=dict(state["result"]),
+            history=[dict(h) for h in state["history"]],
+            samples=[s for chunk in reversed(chunks) for s in chunk],
+            capped={(str(m), str(f)) for m, f in state["capped"]},
+            rng_state=state["rng"],
+            elapsed_s=float(state["elapsed_s"]),
+            rollouts=int(state["rollouts"]),
+            path=path,
+        )
+    except CheckpointError as e:
+        raise RegallocTrainError(f"{e} (the run resumes from a chain of checkpoints)") from e
+    except (KeyError, TypeError, ValueError, MLBridgeError) as e:
+        if isinstance(e, RegallocTrainError):
+            raise
+        raise RegallocTrainError(
+            f"{path} is damaged or of another version ({e}); start anew"
+        ) from e
+
+
+def prepare_checkpoints(folder: str | Path, resume: bool, log: Log) -> None:
+    """Checks a run's checkpoint folder before the run (cheap: call it before starting Ray).
+
+    To resume, the folder must hold a checkpoint; a new run removes a finished run's
+    checkpoints and refuses an unfinished run's.
+
+    Raises:
+        RegallocTrainError: Saying what to do (resume, or remove the folder).
+    """
+    try:
+        prepare_checkpoint_folder(folder, CHECKPOINT_FORMAT, resume=resume, say=log)
+    except CheckpointError as e:
+        raise RegallocTrainError(str(e)) from e
+
+
 def train_regalloc(
     modules: Sequence[Path],
     config: RegallocTrainConfig | None = None,
@@ -971,23 +1449,50 @@ def train_regalloc(
     plugin: str | Path | None = None,
     work: str | Path | None = None,
     log: Log | None = None,
+    pool: RolloutPool | None = None,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_every: int = 1,
+    resume: bool = False,
+    metrics: TrainingMetrics | None = None,
 ) -> tuple[Any, dict[str, Any], list[dict[str, Any]]]:
     """Trains a :class:`~mlbridge.regalloc.gnn.RegallocGNN` on ``modules``.
+
+    Every compilation is a rollout on ``pool``: the preparation of each module, the
+    collection of the basic policy's decisions, the sampled rollouts of each REINFORCE
+    iteration (the policy's weights, the module and the rollout's seeds go to the worker,
+    which runs llc over the pipe and answers in Python; the recorded observations, actions
+    and costs come back) and the validation's runs of the exported models. The gradient
+    steps run here. The result is the same given ``config.seed``, the modules and the
+    tools, whatever the pool and however the rollouts are spread over its workers.
 
     Args:
         modules: Training modules (the corpus's bitcode, before optimisation).
         config: Settings (default :class:`RegallocTrainConfig`).
-        plugin: The llc plugin (default: the build's).
-        work: A folder for the optimised modules and the rollouts (default: a temporary
-            one, removed at the end).
+        plugin: The llc plugin (default: the build's); on a Ray cluster every node needs
+            it at this path.
+        work: A folder for the optimised modules and the exported models (default: a
+            temporary one, removed at the end).
         log: Called with one progress line per stage step.
+        pool: Where the rollouts run (default: a :class:`LocalRolloutPool` of
+            ``config.jobs`` threads, closed at the end; a pool passed in stays open).
+        checkpoint_dir: Where to write checkpoints (``None``: none): one after the cloning
+            (iteration 0), then every ``checkpoint_every`` iterations and after the last.
+        checkpoint_every: See ``checkpoint_dir``.
+        resume: Continue from the latest checkpoint in ``checkpoint_dir`` (its settings
+            must be this run's, except ``iterations`` and ``jobs``); the result is that of
+            a run never interrupted. The modules are prepared again (and must cost what
+            they cost then).
+        metrics: Gets the scalars of the cloning (step 0) and of every iteration (its
+            history is replaced by the checkpoint's on resume).
 
     Returns:
         The trained policy (in eval mode), the training history (preparation, cloning,
-        per iteration, validation) and recorded observations (for checking the export).
+        per iteration, validation; ``pool``: what ran where; ``rollouts``,
+        ``wall_seconds``) and recorded observations (for checking the export).
 
     Raises:
-        RegallocTrainError: If a tool fails or nothing can be recorded.
+        RegallocTrainError: If a tool fails, nothing can be recorded, a checkpoint cannot
+            be written or resumed, or the pool loses every worker.
         MLBridgeError: If a pipe session fails.
     """
     import torch
@@ -999,29 +1504,105 @@ def train_regalloc(
         raise ValueError("no training module")
     if config.episodes_per_module < 1 or config.modules_per_iteration < 1:
         raise ValueError("episodes_per_module and modules_per_iteration must be at least 1")
+    if checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
+    if resume and checkpoint_dir is None:
+        raise ValueError("resume needs the checkpoint folder (checkpoint_dir)")
     plugin_file = Path(plugin) if plugin is not None else find_llc_plugin()
-    torch.manual_seed(config.seed)
+    settings = RolloutSettings(
+        str(plugin_file),
+        config.samples_per_function,
+        config.max_decisions,
+        config.temperature,
+        config.timeout,
+    )
     # Compilations run in other processes; more torch threads would only compete with them.
     torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory(prefix="mlbridge-train-regalloc-") as tmp:
-        folder = Path(work) if work is not None else Path(tmp)
-        folder.mkdir(parents=True, exist_ok=True)
-        prepared = _prepare(list(modules), config, plugin_file, folder, log)
-        training = _Training(prepared, config, plugin_file, folder, log)
-        policy = RegallocGNN(config.hidden, config.rounds)
-        result: dict[str, Any] = {
-            "training_modules": len(prepared),
-            "basic_policy_spill_reload_cost": sum(m.basic_cost for m in prepared),
-        }
-        if config.bc_modules > 0:
-            result["cloning"] = _clone(training, policy)
-        cloned = copy.deepcopy(policy)
-        result["iterations"] = _fine_tune(training, policy)
-        if config.iterations > 0 and config.validation_modules > 0:
-            result["validation"] = _validate(training, policy, cloned)
-            if result["validation"]["kept"] == "cloned":
-                policy = cloned
-        result["capped_functions"] = sorted(f"{m}:{f}" for m, f in training.capped)
+    folder = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    own_pool = pool is None
+    if pool is None:
+        pool = LocalRolloutPool(max(1, config.jobs))
+    try:
+        if folder is not None:
+            prepare_checkpoints(folder, resume, log or (lambda _: None))
+        with tempfile.TemporaryDirectory(prefix="mlbridge-train-regalloc-") as tmp:
+            work_dir = Path(work) if work is not None else Path(tmp)
+            work_dir.mkdir(parents=True, exist_ok=True)
+            prepared = _prepare(list(modules), config, pool, settings, work_dir, log)
+            training = _Training(prepared, config, pool, settings, work_dir, log, metrics)
+            training.rollouts = len(prepared)
+            result: dict[str, Any] = {
+                "training_modules": len(prepared),
+                "basic_policy_spill_reload_cost": sum(m.basic_cost for m in prepared),
+                "iterations": [],
+            }
+            last_saved: int | None = None
+            if resume:
+                assert folder is not None
+                saved = _load(folder, config, _fingerprint(prepared))
+                policy, cloned = saved.policy, saved.cloned
+                result.update(saved.result)
+                result["iterations"] = list(saved.result.get("iterations", []))
+                result["resumed_from_iteration"] = saved.iteration
+                training.history = saved.history
+                if metrics is not None:
+                    metrics.history = [dict(h) for h in saved.history]
+                training.samples, training.capped = saved.samples, saved.capped
+                training.rng.bit_generator.state = saved.rng_state
+                training.elapsed_s, training.rollouts = saved.elapsed_s, saved.rollouts
+                first = last_saved = saved.iteration
+                _log(f"resuming from {saved.path} (iteration {first}/{config.iterations})", log)
+            else:
+                torch.manual_seed(config.seed)
+                policy = RegallocGNN(config.hidden, config.rounds)
+                step0: dict[str, float] = {}
+                if config.bc_modules > 0:
+                    result["cloning"] = _clone(training, policy)
+                    step0[METRIC_AGREEMENT] = result["cloning"]["agreement_all"] * 100
+                training.record(
+                    0, {**step0, METRIC_WALL: training.wall(), METRIC_ROLLOUTS: training.rollouts}
+                )
+                cloned = copy.deepcopy(policy)
+                first = 0
+            optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+            if resume:
+                optimizer.load_state_dict(
+                    {
+                        "state": {int(k): v for k, v in saved.optimizer_state.items()},
+                        "param_groups": optimizer.state_dict()["param_groups"],
+                    }
+                )
+            elif folder is not None:
+                _save(training, folder, 0, policy, cloned, optimizer, result, None)
+                last_saved = 0
+            iterations: Iterable[int] = range(first, config.iterations)
+            if log is not None:
+                iterations = track(
+                    iterations, description="mlbridge train regalloc: REINFORCE", unit="iteration"
+                )
+            for it in iterations:
+                result["iterations"].append(_fine_tune_step(training, policy, optimizer, it))
+                done = it + 1
+                if folder is not None and (
+                    done % checkpoint_every == 0 or done == config.iterations
+                ):
+                    _save(training, folder, done, policy, cloned, optimizer, result, last_saved)
+                    last_saved = done
+            policy.eval()
+            if config.iterations > 0 and config.validation_modules > 0:
+                result["validation"] = _validate(training, policy, cloned)
+                if result["validation"]["kept"] == "cloned":
+                    policy = cloned
+            result["capped_functions"] = sorted(f"{m}:{f}" for m, f in training.capped)
+            result["pool"] = pool.summary()
+            result["rollouts"] = training.rollouts
+            result["wall_seconds"] = training.wall()
+    except RolloutPoolError as e:
+        hint = f" (the last checkpoint in {folder} resumes it: --resume)" if folder else ""
+        raise RegallocTrainError(f"the training stopped: {e}{hint}") from e
+    finally:
+        if own_pool:
+            pool.close()
     policy.eval()
     policy.metadata.update(
         {

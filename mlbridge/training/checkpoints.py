@@ -27,6 +27,8 @@ __all__ = [
     "load_checkpoint",
     "prepare_checkpoint_folder",
     "save_checkpoint",
+    "tensors_from_json",
+    "tensors_to_json",
 ]
 
 _NAME = re.compile(r"^iteration-([0-9]{6,})\.json$")
@@ -109,6 +111,34 @@ def load_checkpoint(path: str | Path, fmt: str) -> tuple[int, dict[str, Any]]:
     if not isinstance(iteration, int) or not isinstance(state, dict):
         raise CheckpointError(f"{path} lacks its iteration or state; it is damaged")
     return iteration, state
+
+
+def tensors_to_json(value: Any) -> Any:  # noqa: ANN401 - a tensor, or what holds tensors
+    """PyTorch tensors in ``value`` (nested dicts) as ``{"tensor": lists, "dtype", "shape"}``.
+
+    For an optimizer's ``state_dict()["state"]``: the values read back exactly
+    (:func:`tensors_from_json`), since float32 -> float64 is exact and JSON keeps every
+    float64. Dict keys become strings. Needs PyTorch only when ``value`` holds tensors.
+    """
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        array = value.detach().cpu().numpy()
+        return {"dtype": str(array.dtype), "shape": list(array.shape), "tensor": array.tolist()}
+    if isinstance(value, dict):
+        return {str(k): tensors_to_json(v) for k, v in value.items()}
+    return value
+
+
+def tensors_from_json(value: Any) -> Any:  # noqa: ANN401
+    """The tensors of :func:`tensors_to_json`'s form back, exactly (dict keys stay strings)."""
+    if isinstance(value, dict) and "tensor" in value and "dtype" in value:
+        import numpy as np
+        import torch
+
+        array = np.asarray(value["tensor"], dtype=np.dtype(value["dtype"]))
+        return torch.from_numpy(array.reshape(value["shape"]).copy())
+    if isinstance(value, dict):
+        return {k: tensors_from_json(v) for k, v in value.items()}
+    return value
 
 
 def prepare_checkpoint_folder(

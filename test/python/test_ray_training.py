@@ -1,4 +1,4 @@
-"""``mlbridge train inliner`` and ``phase-order`` on a real two-node Ray cluster on this machine.
+"""``mlbridge train inliner``, ``phase-order`` and ``regalloc`` on a real two-node Ray cluster.
 
 The cluster is two ``ray start --block`` processes, each in its own session (process
 group) with its own temporary folder and free ports: a head labelled with the custom
@@ -11,8 +11,9 @@ reaches exactly the parameters of an uninterrupted one, and that a node without 
 tools stops the job with its node named. The phase-ordering trainer's job (two iterations
 of four episodes) shows its episodes ran on both nodes, that it reaches the same policy
 without Ray, and that a job resumed on the cluster from a checkpoint written without Ray
-reaches the policy of the uninterrupted one. Every Ray process is killed by its process
-group at the end, and none may be left.
+reaches the policy of the uninterrupted one; the register-allocation trainer's job (two
+modules, both sampled, two iterations of two rollouts) shows the same three things. Every
+Ray process is killed by its process group at the end, and none may be left.
 """
 
 from __future__ import annotations
@@ -221,15 +222,13 @@ def cluster() -> Iterator[Cluster]:
         c.stop()
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A corpus of three small modules (manifest format 1, docs/corpus.md)."""
+def make_corpus(root: Path, sources: list[Path]) -> Path:
+    """A corpus in ``root`` of ``sources``, all training modules (manifest format 1)."""
     from mlbridge.ir import read_module
 
-    root = tmp_path_factory.mktemp("tiny-corpus")
     (root / "bc").mkdir()
     modules = []
-    for source in SOURCES:
+    for source in sources:
         bitcode = compile_to_bitcode(source, root / "bc" / f"{source.stem}.bc")
         modules.append(
             {
@@ -253,6 +252,12 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     (root / "manifest.json").write_text(json.dumps(manifest))
     return root
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A corpus of three small modules."""
+    return make_corpus(tmp_path_factory.mktemp("tiny-corpus"), SOURCES)
 
 
 def train(
@@ -328,7 +333,8 @@ def two_node_run(cluster: Cluster, corpus: Path, tmp_path_factory: pytest.TempPa
 
 
 @pytest.mark.parametrize(
-    ("problem", "rollouts"), [("inliner", "compilations"), ("phase-order", "episodes")]
+    ("problem", "rollouts"),
+    [("inliner", "compilations"), ("phase-order", "episodes"), ("regalloc", "compilations")],
 )
 def test_help_explains_the_options(problem: str, rollouts: str):
     proc = subprocess.run(
@@ -695,3 +701,133 @@ def test_a_resumed_phase_order_job_reaches_the_policy_of_an_uninterrupted_one(
     before = json.loads((whole / "metrics.json").read_text())["export_agreement"]
     assert metrics["export_agreement"] == before
     assert sorted(scalars(out / "tensorboard")["reward/mean_size_reduction_pct"]) == [0, 1, 2]
+
+
+# -- mlbridge train regalloc --------------------------------------------------------------
+
+#: A module where the basic policy spills (so that REINFORCE has a signal) and another; both
+#: have two functions after -O2, and are sampled (the policy allocates one per rollout).
+REGALLOC_SOURCES = [
+    REPO / "test" / "lit" / "Inputs" / "regalloc-pressure.c",
+    REPO / "test" / "lit" / "Inputs" / "inline.c",
+]
+#: Cloning on both modules, then iterations of 1 module x 2 rollouts, the validation on 1
+#: module; no held-out evaluation. Rollouts: 2 preparations, 2 collections, 2 per
+#: iteration, 2 validation runs.
+REGALLOC_JOB = ["--bc-modules", "2", "--bc-epochs", "2", "--modules-per-iteration", "1",
+                "--episodes-per-module", "2", "--validation-modules", "1", "--hidden", "8",
+                "--samples-per-function", "16", "--sample-functions", "1", "--seed", "2",
+                "--no-eval"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def regalloc_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_corpus(tmp_path_factory.mktemp("regalloc-corpus"), REGALLOC_SOURCES)
+
+
+def train_regalloc(
+    corpus: Path, out: Path, *args: str, cluster: Cluster | None = None, timeout: float = 300
+) -> tuple[int, str]:
+    """``python -m mlbridge train regalloc`` on ``corpus`` into the folder ``out``, joining
+    ``cluster`` (``None``: the arguments say where): (status, stderr)."""
+    where = ["--ray-address", cluster.address] if cluster is not None else []
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlbridge", "train", "regalloc", "--corpus", str(corpus),
+         *REGALLOC_JOB, *where, *args, "-o", str(out)],
+        capture_output=True, text=True, timeout=timeout, env=job_env(cluster), cwd=out.parent,
+    )  # fmt: skip
+    assert proc.stdout == "", f"the command wrote to stdout: {proc.stdout!r}"
+    return proc.returncode, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def regalloc_run(cluster: Cluster, regalloc_corpus: Path, tmp_path_factory: pytest.TempPathFactory):
+    """The uninterrupted two-iteration regalloc job on both nodes: (folder, stderr)."""
+    cluster.ensure_worker()
+    out = tmp_path_factory.mktemp("regalloc-run") / "out"
+    status, log = train_regalloc(
+        regalloc_corpus, out, "--workers", "2", "--iterations", "2", cluster=cluster
+    )
+    assert status == 0, log
+    return out, log
+
+
+def test_a_regalloc_job_runs_its_rollouts_on_both_nodes(regalloc_run):
+    out, log = regalloc_run
+    metrics = json.loads((out / "metrics.json").read_text())
+    training = metrics["training"]
+    pool = training["pool"]
+    assert pool["backend"] == "ray" and pool["workers"] == 2
+    by_label = {tuple(n["labels"]): n for n in pool["rollouts_by_node"]}
+    assert set(by_label) == {("node_head",), ("node_worker",)}, pool
+    assert all(n["rollouts"] > 0 for n in by_label.values()), pool
+    # 2 preparations, 2 collections, 2 x 2 sampled rollouts, 2 validation runs.
+    assert sum(n["rollouts"] for n in by_label.values()) == training["rollouts"] == 10
+    assert pool["retried_rollouts"] == 0 and pool["lost_nodes"] == []
+    assert set(node_ids(log)) == {"node_head", "node_worker"}, log
+    # Both modules were sampled: the policy allocated one function per rollout.
+    assert "2 of 2 modules have more than 1 functions" in log
+    assert [p.name for p in sorted((out / "checkpoints").iterdir())] == [
+        "iteration-000000.json",
+        "iteration-000001.json",
+        "iteration-000002.json",
+    ]
+    # Each iteration moved the policy (so equal policies below say something).
+    policies = [phase_order_checkpoint(out, i)["policy"]["weights"] for i in (0, 1, 2)]
+    assert policies[0] != policies[1] != policies[2]
+    tags = scalars(out / "tensorboard")
+    assert sorted(tags["cloning/agreement_pct"]) == [0]
+    assert sorted(tags["cost/sampled_vs_basic_pct"]) == [1, 2]
+    assert tags["cost/sampled_vs_basic_pct"][2] == pytest.approx(
+        training["iterations"][1]["sampled_vs_basic"] * 100, abs=1e-4
+    )
+    walls = [tags["time/wall_s"][s] for s in (0, 1, 2)]
+    assert 0 < walls[0] < walls[1] < walls[2] <= training["wall_seconds"] + 0.001
+    png = (out / "learning-curve.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+    assert metrics["export_agreement"]["fraction"] == 1.0
+
+
+def test_a_regalloc_job_without_ray_reaches_the_same_policy(
+    regalloc_run, regalloc_corpus: Path, tmp_path: Path
+):
+    on_ray, _ = regalloc_run
+    out = tmp_path / "out"
+    status, log = train_regalloc(
+        regalloc_corpus, out, "--no-ray", "--workers", "2", "--iterations", "2"
+    )
+    assert status == 0, log
+    assert "2 compilations at once in this process (no Ray)" in log
+    mine = json.loads((out / "policy.json").read_text())
+    theirs = json.loads((on_ray / "policy.json").read_text())
+    assert mine["weights"] == theirs["weights"]
+    assert json.loads((out / "metrics.json").read_text())["training"]["pool"]["backend"] == "local"
+
+
+def test_a_resumed_regalloc_job_reaches_the_policy_of_an_uninterrupted_one(
+    regalloc_run, cluster: Cluster, regalloc_corpus: Path, tmp_path: Path
+):
+    whole, _ = regalloc_run
+    cluster.ensure_worker()
+    out = tmp_path / "out"
+    # The first iteration without Ray, the second on the cluster: a checkpoint does not
+    # depend on the pool.
+    status, log = train_regalloc(regalloc_corpus, out, "--no-ray", "--iterations", "1")
+    assert status == 0, log
+    status, log = train_regalloc(
+        regalloc_corpus, out, "--workers", "2", "--iterations", "2", "--resume", cluster=cluster
+    )
+    assert status == 0, log
+    assert re.search(r"resuming from .*iteration-000001\.json \(iteration 1/2\)", log), log
+    assert "cloning epoch" not in log  # the cloned policy came from the checkpoint
+    resumed = json.loads((out / "policy.json").read_text())
+    assert resumed["weights"] == json.loads((whole / "policy.json").read_text())["weights"]
+    mine, theirs = phase_order_checkpoint(out, 2), phase_order_checkpoint(whole, 2)
+    for key in ("policy", "cloned", "optimizer", "rng", "capped", "rollouts"):
+        assert mine[key] == theirs[key], key
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["training"]["resumed_from_iteration"] == 1
+    # The export check sees every recorded observation of both segments.
+    before = json.loads((whole / "metrics.json").read_text())["export_agreement"]
+    assert metrics["export_agreement"] == before
+    assert sorted(scalars(out / "tensorboard")["time/wall_s"]) == [0, 1, 2]

@@ -237,12 +237,15 @@ Args:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny `mlbridge train regalloc` run: 2 modules, 1 iteration, 1 held-out module each."""
+    """A tiny `mlbridge train regalloc` run: 2 modules, 1 iteration, 1 held-out module each.
+
+    In threads (--no-ray): test_ray_training.py runs the trainer on Ray.
+    """
     from mlbridge.cli import main
 
     out = tmp_path_factory.mktemp("train-regalloc")
     options = "--max-modules 2 --bc-modules 2 --bc-epochs 2 --iterations 1 --seed 1 "
-    options += "--modules-per-iteration 2 --validation-modules 2 --heldout-max-modules 1"
+    options += "--modules-per-iteration 2 --validation-modules 2 --heldout-max-modules 1 --no-ray"
     status = main(["train", "regalloc", "-o", str(out), *options.split()])
     assert status == 0
     return out
@@ -262,6 +265,11 @@ def test_train_regalloc_writes_policy_model_metrics_and_curve(trained: Path) -> 
     assert policy.metadata["config"]["iterations"] == 1
     onnx.checker.check_model(onnx.load(str(trained / "agent.onnx")))
     assert (trained / "learning-curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert [p.name for p in sorted((trained / "checkpoints").iterdir())] == [
+        "iteration-000000.json",
+        "iteration-000001.json",
+    ]
+    assert metrics["training"]["pool"]["backend"] == "local"
 
 
 def test_trained_model_allocates_inside_llc_and_the_program_prints_the_right_result(
