@@ -207,7 +207,7 @@ _PROJECT_KEYS = {
 def _archive_name(where: str, name: str) -> str:
     if not name.endswith(ARCHIVE_SUFFIXES):
         raise CorpusError(
-            f"{where}: {name!r} is not an archive the build can unpack "
+            f"{where} {name!r} is not an archive the build can unpack "
             f"(one of {', '.join(ARCHIVE_SUFFIXES)})"
         )
     return name
