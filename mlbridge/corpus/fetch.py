@@ -255,10 +255,12 @@ def fetch_sources(
         ChecksumError: If a present or downloaded archive has the wrong sha256.
     """
     sources_dir = Path(sources_dir)
-    sources_dir.mkdir(parents=True, exist_ok=True)
+    selected = projects if projects is not None else recipe.projects
+    if any(p.source.registry != "local" for p in selected):
+        sources_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     mirror: str | None = None
-    for project in projects if projects is not None else recipe.projects:
+    for project in selected:
         path = archive_path(sources_dir, project)
         registry = project.source.registry
         if not path.is_file() and registry == "pypi":

@@ -552,11 +552,14 @@ def real_corpus():
 def test_real_corpus_size_and_split(real_corpus) -> None:
     ok = list(real_corpus.ok_modules())
     projects = {m.project for m in ok}
-    assert len(ok) >= 300 and len(projects) >= 5
+    # 21 projects, 779 modules when measured (docs/corpus.md).
+    assert len(ok) >= 700 and len(projects) >= 20
     # Most translation units compile.
     assert len(ok) >= 0.95 * len(real_corpus.modules)
     split = real_corpus.split
-    assert split["train"] and split["heldout"]
+    # The held-out set behind every published number; changing it is a decision of its own.
+    assert split["heldout"] == ["lua", "cmark-gfm"]
+    assert split["train"]
     assert not set(split["train"]) & set(split["heldout"])
     assert set(split["train"]) | set(split["heldout"]) == projects
     for m in ok:
