@@ -468,7 +468,6 @@ def pip_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, st
     # pip's configuration, not mlbridge, says where packages come from.
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(index))
-    monkeypatch.setenv("PIP_CONSTRAINT", "")
     return index, sha
 
 
