@@ -446,7 +446,8 @@ def build_corpus(
         What was done; :attr:`BuildReport.up_to_date` when nothing was compiled.
 
     Raises:
-        CorpusError: A missing or mismatching archive, no clang 22, a bad recipe glob.
+        CorpusError: A missing or mismatching archive, no clang 22, a bad recipe glob, a
+            failed configure step (the message names its log).
     """
     if jobs < 1:
         raise CorpusError(f"jobs must be at least 1, got {jobs}")
