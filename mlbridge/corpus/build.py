@@ -175,6 +175,9 @@ def _unpack(archive: Path, project: Project, src_root: Path, clang: str) -> Path
     scratch.mkdir(parents=True)
     try:
         _extract(archive, scratch)
+    except CorpusError:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
     except (tarfile.TarError, zipfile.BadZipFile, OSError) as e:
         shutil.rmtree(scratch, ignore_errors=True)
         raise CorpusError(f"cannot unpack {archive}: {e}") from None
