@@ -6,7 +6,8 @@
 #   scripts/setup.sh          (what `make setup`, `make test`, `make demo` run)
 #
 # Steps:
-#   1. Debian packages: LLVM/Clang/MLIR 22, gRPC + protobuf C++, ninja, GoogleTest.
+#   1. Debian packages: LLVM/Clang/MLIR 22, gRPC + protobuf C++, ninja, GoogleTest,
+#      make and tcl (the corpus's configure steps).
 #   2. ONNX Runtime headers: Debian trixie's libonnxruntime-dev (headers only),
 #      downloaded with a private apt state (the system's sources stay untouched),
 #      checksum-verified, unpacked into .deps/onnxruntime/include.
@@ -15,8 +16,9 @@
 #   4. ONNX Runtime library: the onnxruntime wheel's libonnxruntime.so.1.N.M,
 #      linked as .deps/onnxruntime/lib/libonnxruntime.so{,.1}.
 #   5. TensorFlow venv .deps/tf-venv (tensorflow-cpu, pinned) for `mlbridge aot`.
-#   6. C corpus: source archives pinned in corpus/recipe.json (Debian's archive) into
-#      .deps/corpus-sources, compiled to LLVM 22 bitcode in .deps/corpus (cached).
+#   6. C corpus: source archives pinned in corpus/recipe.json (Debian's archive, PyPI
+#      source distributions through pip) into .deps/corpus-sources, compiled to LLVM 22
+#      bitcode in .deps/corpus (cached).
 #
 # When a step had work to do, the end prints how long each such step took and writes
 # it to .deps/setup-timings.json ({"steps": [{"name", "seconds"}], "finished"}; `make
@@ -36,6 +38,7 @@ APT_PACKAGES=(
   libmlir-22-dev mlir-22-tools
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   ninja-build libgtest-dev pkg-config
+  make tcl   # the corpus's configure steps (sqlite3's amalgamation is made by tclsh)
 )
 
 step() { printf 'mlbridge setup: %s\n' "$*" >&2; }

@@ -5,7 +5,9 @@ Every translation unit is compiled in parallel; llvmlite reads the statistics of
 Layout of the corpus folder::
 
     manifest.json                 the manifest (docs/corpus.md)
-    src/<project>/...             the unpacked sources (+ the recipe's generated headers)
+    src/<project>/...             the unpacked sources (+ the recipe's generated headers
+                                  and what its configure step wrote)
+    logs/<project>-configure.log  the output of the project's configure step, if it has one
     bc/<project>/<path>.bc        one bitcode module per translation unit
     bc/<project>/<path>.bc.json   its build record: cache key, command, status, statistics
 
@@ -24,6 +26,7 @@ import shutil
 import subprocess
 import tarfile
 import time
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -104,8 +107,59 @@ def find_clang(clang: str | None = None) -> tuple[str, str]:
     return str(Path(path).resolve()) if os.sep in path else path, version
 
 
-def _unpack(archive: Path, project: Project, src_root: Path) -> Path:
-    """Unpack ``archive`` (stripping its single top folder) into ``src_root/<name>``."""
+def _extract(archive: Path, scratch: Path) -> None:
+    """Extract a tar (any compression) or zip archive into ``scratch``, refusing escapes."""
+    if archive.name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as z:
+            for name in z.namelist():
+                parts = Path(name).parts
+                if Path(name).is_absolute() or ".." in parts:
+                    raise CorpusError(f"{archive} has an entry outside its folder: {name!r}")
+            z.extractall(scratch)
+        return
+    with tarfile.open(archive) as tar:
+        tar.extractall(scratch, filter="data")
+
+
+def _configure(project: Project, root: Path, log: Path, clang: str) -> None:
+    """Run the project's configure commands in ``root``; all output goes to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    # The configure step probes the compiler the corpus is built with.
+    env = {**os.environ, "CC": clang}
+    with open(log, "w") as out:
+        for argv in project.configure:
+            out.write(f"$ {' '.join(argv)}\n")
+            out.flush()
+            try:
+                proc = subprocess.run(
+                    argv,
+                    cwd=root,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    timeout=project.configure_timeout,
+                    stdin=subprocess.DEVNULL,
+                )
+            except subprocess.TimeoutExpired:
+                failure = f"took longer than {project.configure_timeout} s"
+            except OSError as e:
+                failure = f"could not start: {e.strerror}"
+            else:
+                if proc.returncode == 0:
+                    continue
+                failure = f"exited with status {proc.returncode}"
+            raise CorpusError(
+                f"the configure step of {project.name} failed: `{' '.join(argv)}` {failure}; "
+                f"its output is in {log}. Fix the recipe's 'configure' (or install what it "
+                "needs) and build again."
+            )
+
+
+def _unpack(archive: Path, project: Project, src_root: Path, clang: str) -> Path:
+    """Unpack ``archive`` (stripping its single top folder) into ``src_root/<name>``.
+
+    Then write the recipe's generated files and run its configure step, if any.
+    """
     target = src_root / project.name
     stamp = target / _SOURCE_STAMP
     want = {"sha256": project.source.sha256, "recipe": project.digest}
@@ -120,9 +174,11 @@ def _unpack(archive: Path, project: Project, src_root: Path) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     scratch.mkdir(parents=True)
     try:
-        with tarfile.open(archive) as tar:
-            tar.extractall(scratch, filter="data")
-    except (tarfile.TarError, OSError) as e:
+        _extract(archive, scratch)
+    except CorpusError:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    except (tarfile.TarError, zipfile.BadZipFile, OSError) as e:
         shutil.rmtree(scratch, ignore_errors=True)
         raise CorpusError(f"cannot unpack {archive}: {e}") from None
     tops = list(scratch.iterdir())
@@ -138,6 +194,11 @@ def _unpack(archive: Path, project: Project, src_root: Path) -> Path:
         path = target / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    if project.configure:
+        # No stamp until it succeeds: a failed configure step is retried on a fresh tree.
+        _configure(
+            project, target, src_root.parent / "logs" / f"{project.name}-configure.log", clang
+        )
     stamp.write_bytes(orjson.dumps(want))
     return target
 
@@ -388,7 +449,8 @@ def build_corpus(
         What was done; :attr:`BuildReport.up_to_date` when nothing was compiled.
 
     Raises:
-        CorpusError: A missing or mismatching archive, no clang 22, a bad recipe glob.
+        CorpusError: A missing or mismatching archive, no clang 22, a bad recipe glob, a
+            failed configure step (the message names its log).
     """
     if jobs < 1:
         raise CorpusError(f"jobs must be at least 1, got {jobs}")
@@ -403,7 +465,7 @@ def build_corpus(
     for project in selected:
         archive = archive_path(sources_dir, project)
         verify_archive(archive, project)
-        root = _unpack(archive, project, output / "src")
+        root = _unpack(archive, project, output / "src", clang_path)
         tasks += _tasks(recipe, project, root, output, clang_path, clang_version)
 
     cached = {t["id"]: _cached(output, t) for t in tasks}

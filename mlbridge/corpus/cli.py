@@ -157,13 +157,13 @@ def _info(args: argparse.Namespace) -> int:
     print(f"recipe: {data['recipe']['path']} (version {data['recipe']['version']})")
     print(f"compiler: {data['compiler']['version']}: {' '.join(data['compiler']['flags'])}")
     print(f"reader: llvmlite {data['reader']['llvmlite']} (LLVM {data['reader']['llvm']})")
-    header = f"{'project':<13} {'version':<14} {'split':<8} {'ok':>4} {'fail':>4}"
+    header = f"{'project':<16} {'version':<14} {'split':<8} {'ok':>4} {'fail':>4}"
     header += "".join(f" {title:>10}" for _, title in _COLUMNS)
     print(header)
     rows = [*data["projects"], {"name": "total", "version": "", "split": "", **data["totals"]}]
     for p in rows:
         totals = p.get("totals", p)
-        line = f"{p['name']:<13} {p['version']:<14} {p['split']:<8} {p['ok']:>4} {p['failed']:>4}"
+        line = f"{p['name']:<16} {p['version']:<14} {p['split']:<8} {p['ok']:>4} {p['failed']:>4}"
         line += "".join(f" {totals[field]:>10}" for field, _ in _COLUMNS)
         print(line)
     split = manifest.split

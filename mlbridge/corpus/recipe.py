@@ -1,8 +1,10 @@
 """The corpus recipe: which projects, at which version and checksum, built how.
 
 The recipe is a JSON file (``corpus/recipe.json`` in the checkout, described in
-docs/corpus.md). It names source archives by registry path and sha256, and gives per
-project the source globs, include folders, defines and flags; it never holds code.
+docs/corpus.md). It names source archives (a Debian source package's upstream tarball, a
+PyPI source distribution, or a local archive) by location and sha256, and gives per
+project the source globs, include folders, defines, flags and an optional configure step;
+it never holds code.
 """
 
 from __future__ import annotations
@@ -18,19 +20,50 @@ import orjson
 from mlbridge.corpus.errors import CorpusError
 from mlbridge.paths import find_source_dir
 
-__all__ = ["SPLITS", "Project", "Recipe", "SourceArchive", "default_recipe_path", "load_recipe"]
+__all__ = [
+    "ARCHIVE_SUFFIXES",
+    "REGISTRIES",
+    "SPLITS",
+    "Project",
+    "Recipe",
+    "SourceArchive",
+    "default_recipe_path",
+    "load_recipe",
+]
 
 #: The splits a project can be in. A project is in exactly one.
 SPLITS = ("train", "heldout")
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_REGISTRIES = ("debian",)
+#: Where a project's archive comes from, and the keys each kind of ``source`` needs.
+REGISTRIES: dict[str, tuple[str, ...]] = {
+    # A Debian source package's upstream tarball, by pool path in the apt sources' archive.
+    "debian": ("package", "package_version", "path", "sha256"),
+    # A source distribution from the package index pip is configured for.
+    "pypi": ("package", "version", "filename", "sha256"),
+    # An archive on this machine; a relative path is relative to the recipe's folder.
+    "local": ("path", "sha256"),
+}
+#: The archive formats the build unpacks.
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.xz", ".tar.bz2", ".zip")
+#: Seconds each configure command may take unless the project says otherwise.
+DEFAULT_CONFIGURE_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
 class SourceArchive:
-    """A source archive in a registry, pinned by path and sha256."""
+    """A project's source archive, pinned by sha256.
+
+    Attributes:
+        registry: ``debian``, ``pypi`` or ``local`` (see :data:`REGISTRIES`).
+        package: The Debian source package or PyPI project (``""`` for ``local``).
+        package_version: The Debian package version or the PyPI release (``""`` for
+            ``local``).
+        path: The pool path (``debian``), the file name (``pypi``), or the archive's
+            absolute path (``local``, resolved against the recipe's folder).
+        sha256: The archive's pinned sha256.
+    """
 
     registry: str
     package: str
@@ -61,6 +94,10 @@ class Project:
     flags: tuple[str, ...] = ()
     file_flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
     generated_files: dict[str, str] = field(default_factory=dict)
+    #: Commands (argv lists) run in order in the unpacked source root before compiling.
+    configure: tuple[tuple[str, ...], ...] = ()
+    #: Seconds each configure command may take.
+    configure_timeout: int = DEFAULT_CONFIGURE_TIMEOUT_S
     notes: str = ""
     #: sha256 of the project's recipe entry: any change to it rebuilds the project.
     digest: str = ""
@@ -161,11 +198,85 @@ _PROJECT_KEYS = {
     "flags",
     "file_flags",
     "generated_files",
+    "configure",
+    "configure_timeout",
     "notes",
 }
 
 
-def _project(where: str, data: Any) -> Project:
+def _archive_name(where: str, name: str) -> str:
+    if not name.endswith(ARCHIVE_SUFFIXES):
+        raise CorpusError(
+            f"{where} {name!r} is not an archive the build can unpack "
+            f"(one of {', '.join(ARCHIVE_SUFFIXES)})"
+        )
+    return name
+
+
+def _source(where: str, src: Any, base: Path) -> SourceArchive:
+    """Validate a project's ``source`` object; ``base`` is the recipe's folder."""
+    if not isinstance(src, dict):
+        raise CorpusError(f"{where}: 'source' must be an object with a 'registry'")
+    registry = src.get("registry")
+    if registry not in REGISTRIES:
+        raise CorpusError(
+            f"{where}: source.registry {registry!r} is not supported: use one of "
+            f"{', '.join(REGISTRIES)} (docs/corpus.md, 'Add your own project')"
+        )
+    needed = REGISTRIES[registry]
+    missing = [k for k in needed if not isinstance(src.get(k), str) or not src.get(k)]
+    if missing:
+        raise CorpusError(
+            f"{where}: a {registry!r} source needs {', '.join(needed)} as non-empty "
+            f"strings; missing or empty: {', '.join(missing)}"
+        )
+    unknown = set(src) - {"registry", *needed}
+    if unknown:
+        raise CorpusError(
+            f"{where}: a {registry!r} source has unknown keys {sorted(unknown)} "
+            f"(allowed: registry, {', '.join(needed)})"
+        )
+    sha = src["sha256"]
+    if not _SHA256.match(sha):
+        raise CorpusError(
+            f"{where}: source.sha256 {sha!r} is not 64 lowercase hex digits "
+            "(take it with `sha256sum ARCHIVE`)"
+        )
+    if registry == "debian":
+        path = _relative(f"{where}: source.path", src["path"])
+        return SourceArchive(registry, src["package"], src["package_version"], path, sha)
+    if registry == "pypi":
+        name = src["filename"]
+        if "/" in name or name in (".", ".."):
+            raise CorpusError(f"{where}: source.filename {name!r} must be a file name")
+        _archive_name(f"{where}: source.filename", name)
+        return SourceArchive(registry, src["package"], src["version"], name, sha)
+    path = (base / src["path"]).resolve()
+    _archive_name(f"{where}: source.path", path.name)
+    return SourceArchive(registry, "", "", str(path), sha)
+
+
+def _configure(where: str, value: Any) -> tuple[tuple[str, ...], ...]:
+    """One command (a list of strings) or a list of commands; none for ``None``."""
+    if value is None:
+        return ()
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        value = [value]
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(
+            isinstance(c, list) and c and all(isinstance(a, str) and a for a in c) for c in value
+        )
+    ):
+        raise CorpusError(
+            f"{where}: 'configure' must be a command (a list of strings, e.g. "
+            '["sh", "configure"]) or a list of such commands, got ' + repr(value)
+        )
+    return tuple(tuple(c) for c in value)
+
+
+def _project(where: str, data: Any, base: Path) -> Project:
     if not isinstance(data, dict):
         raise CorpusError(f"{where}: expected an object")
     unknown = set(data) - _PROJECT_KEYS
@@ -180,22 +291,10 @@ def _project(where: str, data: Any) -> Project:
     split = data.get("split")
     if split not in SPLITS:
         raise CorpusError(f"{where}: split must be one of {SPLITS}, got {split!r}")
-    src = data.get("source")
-    if not isinstance(src, dict):
-        raise CorpusError(f"{where}: 'source' must be an object")
-    registry = _text(where, src, "registry")
-    if registry not in _REGISTRIES:
-        raise CorpusError(f"{where}: registry {registry!r} is not supported ({_REGISTRIES})")
-    sha = _text(where, src, "sha256")
-    if not _SHA256.match(sha):
-        raise CorpusError(f"{where}: sha256 {sha!r} is not 64 lowercase hex digits")
-    archive = SourceArchive(
-        registry=registry,
-        package=_text(where, src, "package"),
-        package_version=_text(where, src, "package_version"),
-        path=_relative(f"{where}: source.path", src.get("path")),
-        sha256=sha,
-    )
+    archive = _source(where, data.get("source"), base)
+    timeout = data.get("configure_timeout", DEFAULT_CONFIGURE_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
+        raise CorpusError(f"{where}: 'configure_timeout' must be a positive number of seconds")
     sources = _strings(f"{where}: sources", data.get("sources"), paths=True)
     if not sources:
         raise CorpusError(f"{where}: 'sources' must list at least one glob")
@@ -226,6 +325,8 @@ def _project(where: str, data: Any) -> Project:
         flags=_strings(f"{where}: flags", data.get("flags")),
         file_flags=file_flags,
         generated_files=generated,
+        configure=_configure(where, data.get("configure")),
+        configure_timeout=timeout,
         notes=str(data.get("notes", "")),
         digest=hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest(),
     )
@@ -252,7 +353,10 @@ def load_recipe(path: str | Path | None = None) -> Recipe:
     projects_raw = data.get("projects")
     if not isinstance(projects_raw, list) or not projects_raw:
         raise CorpusError(f"the corpus recipe {path}: 'projects' must be a non-empty list")
-    projects = tuple(_project(f"{path}: projects[{i}]", p) for i, p in enumerate(projects_raw))
+    base = path.resolve().parent
+    projects = tuple(
+        _project(f"{path}: projects[{i}]", p, base) for i, p in enumerate(projects_raw)
+    )
     seen: set[str] = set()
     for p in projects:
         if p.name in seen:
