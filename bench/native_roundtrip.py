@@ -15,8 +15,10 @@ MLIR 22 -> LLVM 22, docs/native.md), in the same run as TF AOT and ONNX Runtime:
 Repetitions are interleaved between modes. Then the paired run, which decides the 1.05x
 target: in one process, ``--pairs`` pairs of one sweep through the native runner and one
 direct-call sweep over the same objects, in ABBA order, so that both halves of a pair see the
-same machine state (separate runs drift by tens of percent, more than the 5% in question);
-the median of the pairs' ratios with a bootstrap 95% interval. Then the thread run (the
+same machine state (separate runs drift by tens of percent, more than the 5% in question),
+the direct call reading the runner's own feature buffers (with separate buffers, where the
+kernel happened to place them moved a process's ratio between 1.01x and 1.10x); the median of
+the pairs' ratios with a bootstrap 95% interval. Then the thread run (the
 same work on 1 and 2 threads, one runner per thread) for native and TF AOT, and the cost of
 making one model (wall time and peak RSS of the process tree): ``mlbridge compile`` against
 TensorFlow's path (writing the SavedModel and ``mlbridge aot``).
