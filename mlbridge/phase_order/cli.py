@@ -9,14 +9,29 @@ from typing import Any
 
 from mlbridge.training.run_options import add_pool_arguments, add_run_arguments
 
-__all__ = ["add_train_parser", "run_train"]
+__all__ = ["ALGORITHMS", "add_train_parser", "run_train"]
+
+#: The values of ``--algorithm``; the first is the default.
+ALGORITHMS = ("reinforce", "rllib-ppo")
+#: Options of REINFORCE alone, and of RLlib's PPO alone (argparse dest names).
+_REINFORCE_ONLY = (
+    "teacher",
+    "bc_modules",
+    "bc_epochs",
+    "validation_modules",
+    "modules_per_iteration",
+    "episodes_per_module",
+)
+_PPO_ONLY = ("steps_per_iteration", "minibatch_size", "ppo_epochs")
 
 
 def add_train_parser(sub: Any) -> argparse.ArgumentParser:
     """Adds the ``phase-order`` subcommand to the ``train`` subparsers ``sub``."""
+    from mlbridge.phase_order.ppo_settings import PPOSettings
     from mlbridge.phase_order.trainer import PGConfig
 
     d = PGConfig()
+    ppo = PPOSettings()
     p: argparse.ArgumentParser = sub.add_parser(
         "phase-order",
         help="a phase-ordering agent for mlbridge-phase-order (policy gradient, ONNX)",
@@ -31,8 +46,19 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
             "run on Ray (a local instance, or a cluster) or in threads (--no-ray); the "
             "updates in this process. Writes policy.json, agent.onnx and metrics.json to "
             "the output folder, with the run's checkpoints, TensorBoard event files and a "
-            "PNG learning curve (docs/phase-order-training.md)."
+            "PNG learning curve (docs/phase-order-training.md). --algorithm rllib-ppo "
+            "trains the same policy with RLlib's PPO instead (no warm start; the episodes "
+            "run in RLlib's env runners on Ray)."
         ),
+    )
+    p.add_argument(
+        "--algorithm",
+        choices=ALGORITHMS,
+        default="reinforce",
+        help="reinforce: behaviour cloning of --teacher, then REINFORCE with a leave-one-out "
+        "baseline, episodes on mlbridge's rollout pool (the default); rllib-ppo: RLlib's PPO "
+        "from a random policy, episodes in RLlib's env runners (Ray actors, one per "
+        "--workers; needs the rllib extra)",
     )
     p.add_argument("--corpus", metavar="DIR", help="corpus folder (default: the built one)")
     p.add_argument(
@@ -54,7 +80,6 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--teacher",
-        default=d.teacher,
         metavar="LIST",
         help="the warm start's fixed sequence, e.g. 0-13 or 0,2,5-7, then stop; '' for none "
         f"(default {d.teacher}: the built-in set's pieces of -Oz in -Oz's order)",
@@ -62,7 +87,6 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--bc-modules",
         type=int,
-        default=d.bc_modules,
         metavar="N",
         help=f"training modules on which the teacher's episodes are recorded (default "
         f"{d.bc_modules})",
@@ -70,14 +94,12 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--bc-epochs",
         type=int,
-        default=d.bc_epochs,
         metavar="N",
         help=f"full-batch epochs of behaviour cloning (default {d.bc_epochs})",
     )
     p.add_argument(
         "--validation-modules",
         type=int,
-        default=d.validation_modules,
         metavar="N",
         help="training modules on which the greedy policies after cloning and after "
         f"fine-tuning are compared; the better one is kept (default {d.validation_modules})",
@@ -93,19 +115,17 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
         type=int,
         default=d.iterations,
         metavar="N",
-        help=f"policy-gradient updates (default {d.iterations})",
+        help=f"policy-gradient updates, or PPO iterations (default {d.iterations})",
     )
     p.add_argument(
         "--modules-per-iteration",
         type=int,
-        default=d.modules_per_iteration,
         metavar="N",
         help=f"modules drawn per update (default {d.modules_per_iteration})",
     )
     p.add_argument(
         "--episodes-per-module",
         type=int,
-        default=d.episodes_per_module,
         metavar="N",
         help=f"sampled episodes per drawn module, at least 2 (default {d.episodes_per_module})",
     )
@@ -131,6 +151,31 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
         help=f"Adam's step size (default {d.learning_rate})",
     )
     p.add_argument("--entropy", type=float, default=d.entropy, help="entropy bonus weight")
+    ppo_group = p.add_argument_group(
+        "rllib-ppo",
+        "Only with --algorithm rllib-ppo (the REINFORCE-only options --teacher, --bc-*, "
+        "--validation-modules, --modules-per-iteration and --episodes-per-module are refused "
+        "with it, as these with reinforce).",
+    )
+    ppo_group.add_argument(
+        "--steps-per-iteration",
+        type=int,
+        metavar="N",
+        help=f"decisions sampled per PPO iteration over all env runners (default "
+        f"{ppo.steps_per_iteration})",
+    )
+    ppo_group.add_argument(
+        "--minibatch-size",
+        type=int,
+        metavar="N",
+        help=f"decisions per SGD minibatch (default {ppo.minibatch_size})",
+    )
+    ppo_group.add_argument(
+        "--ppo-epochs",
+        type=int,
+        metavar="N",
+        help=f"passes over each iteration's decisions (default {ppo.epochs})",
+    )
     p.add_argument(
         "--seed",
         type=int,
@@ -169,15 +214,62 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _check_algorithm_options(args: argparse.Namespace) -> None:
+    """Refuses the other algorithm's options and fills in the defaults of this one's.
+
+    Raises:
+        CLIError: Naming the options given that the algorithm does not use.
+    """
+    from mlbridge.errors import CLIError
+    from mlbridge.phase_order.ppo_settings import PPOSettings
+    from mlbridge.phase_order.trainer import PGConfig
+
+    ppo = args.algorithm == "rllib-ppo"
+    unused = [n for n in (_REINFORCE_ONLY if ppo else _PPO_ONLY) if getattr(args, n) is not None]
+    if unused:
+        names = ", ".join("--" + n.replace("_", "-") for n in unused)
+        other = "reinforce" if ppo else "rllib-ppo"
+        raise CLIError(
+            f"{names} {'is an option' if len(unused) == 1 else 'are options'} of --algorithm "
+            f"{other}, not of --algorithm {args.algorithm}"
+        )
+    if ppo:
+        if args.no_ray:
+            raise CLIError(
+                "--algorithm rllib-ppo runs on Ray (RLlib's env runners are Ray actors): "
+                "drop --no-ray"
+            )
+        s = PPOSettings()
+        for name, default in (
+            ("steps_per_iteration", s.steps_per_iteration),
+            ("minibatch_size", s.minibatch_size),
+            ("ppo_epochs", s.epochs),
+        ):
+            if getattr(args, name) is None:
+                setattr(args, name, default)
+        return
+    d = PGConfig()
+    for name in _REINFORCE_ONLY:
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(d, name))
+    if args.episodes_per_module < 2:
+        raise CLIError(
+            f"--episodes-per-module must be at least 2 (got {args.episodes_per_module}): each "
+            "episode's baseline is the mean return of the module's other episodes"
+        )
+
+
 def run_train(args: argparse.Namespace) -> int:
     """Runs ``mlbridge train phase-order``."""
     import contextlib
     import functools
     import os
+    from dataclasses import asdict
 
     from mlbridge.corpus import default_corpus_dir, load_manifest
     from mlbridge.errors import CLIError, MLBridgeError
     from mlbridge.phase_order.command import find_plugin
+    from mlbridge.phase_order.ppo_settings import CHECKPOINT_KIND, PPOSettings
     from mlbridge.phase_order.trainer import (
         METRIC_BEST,
         METRIC_MEAN,
@@ -194,14 +286,16 @@ def run_train(args: argparse.Namespace) -> int:
         write_metrics,
     )
     from mlbridge.training.metrics import TrainingMetrics, plot_learning_curve
-    from mlbridge.training.run_options import check_pool_arguments, open_rollout_pool
+    from mlbridge.training.rllib import RLlibCheckpoints
+    from mlbridge.training.run_options import (
+        check_pool_arguments,
+        default_workers,
+        open_rollout_pool,
+    )
 
     started = time.perf_counter()
-    if args.episodes_per_module < 2:
-        raise CLIError(
-            f"--episodes-per-module must be at least 2 (got {args.episodes_per_module}): each "
-            "episode's baseline is the mean return of the module's other episodes"
-        )
+    ppo = args.algorithm == "rllib-ppo"
+    _check_algorithm_options(args)
     check_pool_arguments(args)
     corpus = Path(args.corpus) if args.corpus else default_corpus_dir()
     try:
@@ -229,7 +323,12 @@ def run_train(args: argparse.Namespace) -> int:
     curve = Path(args.curve or out / "curve.png")
     try:
         # Before Ray starts: a wrong checkpoint folder is said at once.
-        prepare_checkpoints(checkpoint_dir, args.resume, stderr_log)
+        if ppo:
+            RLlibCheckpoints(checkpoint_dir, CHECKPOINT_KIND).prepare(
+                resume=args.resume, say=stderr_log
+            )
+        else:
+            prepare_checkpoints(checkpoint_dir, args.resume, stderr_log)
     except MLBridgeError as e:
         raise CLIError(str(e)) from e
     out.mkdir(parents=True, exist_ok=True)
@@ -238,42 +337,95 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         with contextlib.ExitStack() as stack:
             stack.callback(metrics_log.close)
-            opened = open_rollout_pool(
-                stack,
-                args,
-                setup=functools.partial(check_worker, str(plugin)),
-                say=stderr_log,
-                rollouts="episodes",
-            )
-            config = PGConfig(
-                teacher=args.teacher,
-                bc_modules=args.bc_modules,
-                bc_epochs=args.bc_epochs,
-                validation_modules=args.validation_modules,
-                iterations=args.iterations,
-                modules_per_iteration=args.modules_per_iteration,
-                episodes_per_module=args.episodes_per_module,
-                max_steps=args.max_steps,
-                hidden=args.hidden,
-                learning_rate=args.learning_rate,
-                entropy=args.entropy,
-                jobs=opened.workers,
-                seed=args.seed,
-                observation=args.observation,
-                ir2vec_vocab=args.ir2vec_vocab,
-                actions=args.actions,
-            )
-            policy, history, samples = train_phase_order(
-                modules,
-                config,
-                plugin=plugin,
-                log=stderr_log,
-                pool=opened.pool,
-                checkpoint_dir=checkpoint_dir,
-                checkpoint_every=args.checkpoint_every,
-                resume=args.resume,
-                metrics=metrics_log,
-            )
+            if ppo:
+                from mlbridge.training.ray_pool import cluster_cpus, ray_session
+
+                local_cpus = max(os.cpu_count() or 1, args.workers or 1)
+                where = stack.enter_context(
+                    ray_session(args.ray_address, num_cpus=None if args.ray_address else local_cpus)
+                )
+                workers = args.workers or (
+                    cluster_cpus() if args.ray_address else default_workers()
+                )
+                stderr_log(f"on the {where}: RLlib's PPO with {workers} env runners")
+                settings = PPOSettings(
+                    iterations=args.iterations,
+                    steps_per_iteration=args.steps_per_iteration,
+                    minibatch_size=args.minibatch_size,
+                    epochs=args.ppo_epochs,
+                    learning_rate=args.learning_rate,
+                    entropy=args.entropy,
+                    max_steps=args.max_steps,
+                    hidden=args.hidden,
+                    seed=args.seed,
+                    workers=workers,
+                    observation=args.observation,
+                    ir2vec_vocab=args.ir2vec_vocab,
+                    actions=args.actions,
+                )
+                from mlbridge.phase_order.rllib_ppo import train_phase_order_ppo
+
+                policy, history, samples = train_phase_order_ppo(
+                    modules,
+                    settings,
+                    plugin=plugin,
+                    log=stderr_log,
+                    metrics=metrics_log,
+                    checkpoint_dir=checkpoint_dir,
+                    checkpoint_every=args.checkpoint_every,
+                    resume=args.resume,
+                )
+                config_record: dict[str, Any] = {"algorithm": args.algorithm, **asdict(settings)}
+                title = (
+                    f"mlbridge train phase-order --algorithm rllib-ppo: {len(modules)} "
+                    f"training modules, {settings.steps_per_iteration} decisions per "
+                    f"iteration, {workers} env runners (Ray)"
+                )
+            else:
+                opened = open_rollout_pool(
+                    stack,
+                    args,
+                    setup=functools.partial(check_worker, str(plugin)),
+                    say=stderr_log,
+                    rollouts="episodes",
+                )
+                workers = opened.workers
+                config = PGConfig(
+                    teacher=args.teacher,
+                    bc_modules=args.bc_modules,
+                    bc_epochs=args.bc_epochs,
+                    validation_modules=args.validation_modules,
+                    iterations=args.iterations,
+                    modules_per_iteration=args.modules_per_iteration,
+                    episodes_per_module=args.episodes_per_module,
+                    max_steps=args.max_steps,
+                    hidden=args.hidden,
+                    learning_rate=args.learning_rate,
+                    entropy=args.entropy,
+                    jobs=opened.workers,
+                    seed=args.seed,
+                    observation=args.observation,
+                    ir2vec_vocab=args.ir2vec_vocab,
+                    actions=args.actions,
+                )
+                policy, history, samples = train_phase_order(
+                    modules,
+                    config,
+                    plugin=plugin,
+                    log=stderr_log,
+                    pool=opened.pool,
+                    checkpoint_dir=checkpoint_dir,
+                    checkpoint_every=args.checkpoint_every,
+                    resume=args.resume,
+                    metrics=metrics_log,
+                )
+                config_record = vars(config)
+                title = (
+                    f"mlbridge train phase-order: {len(modules)} training modules, "
+                    f"{config.episodes_per_module} episodes x {config.modules_per_iteration} "
+                    f"modules per iteration, {opened.workers} workers ({opened.pool.backend}); "
+                    "step 0: the teacher"
+                )
         train_seconds = time.perf_counter() - started
         policy.save(out / "policy.json")
         if args.policy_out:
@@ -286,7 +438,7 @@ def run_train(args: argparse.Namespace) -> int:
             "observations seen in training"
         )
         metrics: dict[str, Any] = {
-            "config": vars(config),
+            "config": config_record,
             "corpus": str(corpus),
             "training_modules": [str(m) for m in modules],
             "training": history,
@@ -304,7 +456,7 @@ def run_train(args: argparse.Namespace) -> int:
                 observation=args.observation,
                 ir2vec_vocab=args.ir2vec_vocab,
                 actions=args.actions,
-                jobs=min(opened.workers, os.cpu_count() or 1),
+                jobs=min(workers, os.cpu_count() or 1),
                 log=stderr_log,
             )
             summary = summarize_heldout(results)
@@ -334,12 +486,7 @@ def run_train(args: argparse.Namespace) -> int:
                 "best episode": METRIC_BEST,
             },
             ylabel="code-size reduction, the pass's estimate (%)",
-            title=(
-                f"mlbridge train phase-order: {len(modules)} training modules, "
-                f"{config.episodes_per_module} episodes x {config.modules_per_iteration} "
-                f"modules per iteration, {opened.workers} workers ({opened.pool.backend}); "
-                "step 0: the teacher"
-            ),
+            title=title,
             wall_time=METRIC_WALL,
         )
     except ImportError as e:

@@ -71,8 +71,28 @@ class PhasePolicy(torch.nn.Module):
         self.hidden = hidden
         self.metadata: dict[str, Any] = dict(metadata or {})
         # The history enters twice: whether each sequence ran, and how often.
-        self.layer1 = torch.nn.Linear(dim + 2 + 2 * n_actions, hidden)
+        self.layer1 = torch.nn.Linear(self.feature_width, hidden)
         self.layer2 = torch.nn.Linear(hidden, n_actions + 1)
+
+    @property
+    def feature_width(self) -> int:
+        """The width of :meth:`features`' output (``layer1``'s input): D + 2 + 2N."""
+        return self.dim + 2 + 2 * self.n_actions
+
+    @staticmethod
+    def features(
+        observation: torch.Tensor,
+        step: torch.Tensor,
+        code_size: torch.Tensor,
+        history: torch.Tensor,
+    ) -> torch.Tensor:
+        """The scaled inputs of ``layer1``, ``[..., D + 2 + 2N]``, from the raw features."""
+        # Counts span orders of magnitude: a signed log keeps them comparable.
+        obs = torch.sign(observation) * torch.log1p(torch.abs(observation))
+        s = step.to(torch.float32) / _STEP_SCALE
+        c = torch.log1p(code_size.to(torch.float32).clamp(min=0)) / _SIZE_SCALE
+        ran = history.clamp(min=0.0, max=1.0)
+        return torch.cat([obs, s, c, ran, history / _HISTORY_SCALE], dim=-1)
 
     def logits(
         self,
@@ -82,12 +102,7 @@ class PhasePolicy(torch.nn.Module):
         history: torch.Tensor,
     ) -> Any:
         """Action scores ``[..., N + 1]`` for inputs ``[..., D]``, ``[..., 1]``, ``[..., 1]``, ``[..., N]``."""  # noqa: E501
-        # Counts span orders of magnitude: a signed log keeps them comparable.
-        obs = torch.sign(observation) * torch.log1p(torch.abs(observation))
-        s = step.to(torch.float32) / _STEP_SCALE
-        c = torch.log1p(code_size.to(torch.float32).clamp(min=0)) / _SIZE_SCALE
-        ran = history.clamp(min=0.0, max=1.0)
-        x = torch.cat([obs, s, c, ran, history / _HISTORY_SCALE], dim=-1)
+        x = self.features(observation, step, code_size, history)
         return self.layer2(torch.tanh(self.layer1(x)))
 
     def forward(
