@@ -12,7 +12,10 @@
 * :mod:`mlbridge.training.metrics`: per-iteration scalars to TensorBoard event files and a
   PNG learning curve;
 * :mod:`mlbridge.training.run_options`: the options every ``mlbridge train`` command
-  shares (where the rollouts run, checkpoints, metrics) and the opening of its pool.
+  shares (where the rollouts run, checkpoints, metrics) and the opening of its pool;
+* :mod:`mlbridge.training.rllib`: what a trainer needs to run RLlib's algorithms on its
+  environment (files through Ray's object store, the numbers of a result, RLlib's
+  checkpoints; needs the ``rllib`` extra; imported only when used).
 
 Nothing here knows a problem: a trainer (``mlbridge.inliner.trainer``, ...) passes its
 rollout function and its checks in.
