@@ -358,11 +358,19 @@ def train_phase_order_ppo(
         # inside RLlib) are nothing a user of this command can act on.
         for name in ("ray.rllib", "ray.tune", "ray._common.deprecation"):
             logging.getLogger(name).setLevel(logging.ERROR)
+        # The environment once here first: a missing tool, plugin or module is said
+        # plainly, not as RLlib's error about env runners that did not start.
+        RLlibPhaseOrderEnv(env_config).close()
         say(f"building RLlib's PPO: {settings.workers} env runners")
         try:
             algo = build_ppo_config(settings, env_config).build_algo()
         except Exception as e:  # RLlib wraps the env runners' errors in its own
-            raise PhaseOrderError(f"RLlib could not start its env runners: {e}") from e
+            raise PhaseOrderError(
+                f"RLlib could not start its env runners ({type(e).__name__}: {e}): an env "
+                "runner's environment failed; Ray's worker logs (/tmp/ray/session_latest/"
+                "logs on each node) say why. On a cluster every node needs LLVM 22's opt "
+                f"and the plugin at {plugin_path}"
+            ) from e
         try:
             return _train(
                 algo, modules, settings, plugin_path, say, log, metrics, checkpoints,
