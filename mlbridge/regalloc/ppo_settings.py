@@ -8,10 +8,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["AGENT_IDS", "CHECKPOINT_KIND", "RegallocPPOSettings"]
+__all__ = [
+    "AGENT_IDS",
+    "CHECKPOINT_KIND",
+    "METRIC_REWARD",
+    "RegallocPPOSettings",
+]
 
 #: The ``kind`` of the checkpoints of :func:`mlbridge.regalloc.rllib_ppo.train_regalloc_ppo`.
 CHECKPOINT_KIND = "mlbridge-regalloc-rllib-ppo-1"
+
+#: The metric tag of the episodes' mean reward per iteration: the basic policy's
+#: ``SpillReloadCost`` minus the agents', in percent of the larger.
+METRIC_REWARD = "reward/mean_cost_change_vs_basic_pct"
 
 #: The agents' ids (and their policies' module ids), in the order of ``Agent``'s values.
 AGENT_IDS: tuple[str, ...] = ("priority", "coloring", "split")

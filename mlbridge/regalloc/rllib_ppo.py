@@ -66,7 +66,7 @@ import torch
 from mlbridge.compiler.pipe import drive_compiler
 from mlbridge.errors import MLBridgeError
 from mlbridge.progress import track
-from mlbridge.regalloc.gnn import ILLEGAL_SCORE, RegallocGNN, node_inputs, register_inputs
+from mlbridge.regalloc.gnn import ILLEGAL_SCORE, RegallocGNN, register_inputs
 from mlbridge.regalloc.interface import (
     BLOCK_FEATURES,
     MASK,
@@ -75,7 +75,12 @@ from mlbridge.regalloc.interface import (
     Agent,
 )
 from mlbridge.regalloc.policy import basic_policy
-from mlbridge.regalloc.ppo_settings import AGENT_IDS, CHECKPOINT_KIND, RegallocPPOSettings
+from mlbridge.regalloc.ppo_settings import (
+    AGENT_IDS,
+    CHECKPOINT_KIND,
+    METRIC_REWARD,
+    RegallocPPOSettings,
+)
 from mlbridge.regalloc.trainer import (
     FunctionCost,
     RegallocTrainError,
@@ -106,13 +111,17 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv  # noqa: E402
 __all__ = [
     "AGENT_IDS",
     "CHECKPOINT_KIND",
+    "METRIC_REWARD",
     "EpisodeSummary",
     "RLlibRegallocEnv",
     "RegallocAgentRLModule",
+    "RegallocPPOResult",
     "RegallocPPOSettings",
+    "action_counts",
     "build_ppo_config",
     "gnn_of_weights",
     "observation_spaces",
+    "prepare_modules",
     "train_regalloc_ppo",
 ]
 
@@ -153,9 +162,7 @@ def observation_spaces(settings: RegallocPPOSettings) -> dict[str, gymnasium.spa
         }
         if agent != "priority":
             c = counts[agent] - 1
-            fields["candidates"] = spaces.Box(
-                -np.inf, np.inf, (c, _CANDIDATE_COLUMNS), np.float32
-            )
+            fields["candidates"] = spaces.Box(-np.inf, np.inf, (c, _CANDIDATE_COLUMNS), np.float32)
             fields["num_candidates"] = spaces.Box(0, c, (1,), np.int64)
         out[agent] = spaces.Dict(fields)
     return out
@@ -415,9 +422,7 @@ class RLlibRegallocEnv(MultiAgentEnv):
         self._folder = Path(tempfile.mkdtemp(prefix="mlbridge-regalloc-rllib-"))
         self._finalizer = weakref.finalize(self, shutil.rmtree, self._folder, True)
         self.modules = local_copies(config["modules"], self._folder / "modules")
-        self.basic = [
-            {f: FunctionCost(**c) for f, c in costs.items()} for costs in config["basic"]
-        ]
+        self.basic = [{f: FunctionCost(**c) for f, c in costs.items()} for costs in config["basic"]]
         if len(self.basic) != len(self.modules):
             raise ValueError(f"{len(self.modules)} modules but {len(self.basic)} basic costs")
         if not self.modules:
@@ -480,9 +485,7 @@ class RLlibRegallocEnv(MultiAgentEnv):
 
     def step(
         self, action_dict: dict[str, Any]
-    ) -> tuple[
-        dict[str, Obs], dict[str, float], dict[str, bool], dict[str, bool], dict[str, Any]
-    ]:
+    ) -> tuple[dict[str, Obs], dict[str, float], dict[str, bool], dict[str, bool], dict[str, Any]]:
         """The acting agent's action; the next agent's observation, or the end and reward.
 
         Raises:
@@ -789,11 +792,6 @@ class RegallocPPOResult:
     coloring: RegallocGNN
     history: dict[str, Any]
     samples: list[dict[str, Any]]
-
-
-#: Metric tags of the PPO run (``reward/*``: the episodes' cost change in percent).
-METRIC_REWARD = "reward/mean_cost_change_vs_basic_pct"
-METRIC_REWARD_BEST = "reward/best_cost_change_vs_basic_pct"
 
 
 def train_regalloc_ppo(
