@@ -126,6 +126,33 @@ def test_the_exported_agents_allocate_inside_llc_past_the_verifier(ppo_run, tmp_
     assert done.stdout == "mix=3015572717912299\n"
 
 
+def test_a_resumed_job_continues_rllibs_state_from_the_checkpoint(corpus: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    status, log = train(corpus, out, "--workers", "1", "--iterations", "1")
+    assert status == 0, log
+    status, log = train(corpus, out, "--workers", "1", "--iterations", "2", "--resume")
+    assert status == 0, log
+    assert "iteration-000001 (iteration 1/2)" in log
+    training = json.loads((out / "metrics.json").read_text())["training"]
+    assert training["resumed_from_iteration"] == 1
+    # RLlib's own counters went on from the checkpoint's.
+    assert [r["env_steps_lifetime"] for r in training["iterations"]] == [512, 1024]
+
+
+def test_a_reinforce_checkpoint_folder_is_refused_by_rllib_ppo(corpus: Path, tmp_path, capsys):
+    from mlbridge.cli import main
+
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    (folder / "iteration-000001.json").write_text("{}")
+    status = main(
+        ["train", "regalloc", "--algorithm", "rllib-ppo", "-o", str(tmp_path),
+         "--corpus", str(corpus), "--checkpoint-dir", str(folder), "--resume"]
+    )  # fmt: skip
+    assert status == 1
+    assert f"no checkpoint to resume from in {folder}" in capsys.readouterr().err
+
+
 # -- the environment, in this process --------------------------------------------------------
 
 
