@@ -127,6 +127,8 @@ __all__ = [
 
 Obs = dict[str, np.ndarray]
 
+#: Episodes in the reported mean return (RLlib's ``metrics_num_episodes_for_smoothing``).
+_SMOOTHING = 20
 #: Settings a resumed run may change: how long it runs and on how many env runners.
 _RESUMABLE_CHANGES = frozenset({"iterations", "workers"})
 #: The number of columns of the padded candidates (registers or blocks).
@@ -701,7 +703,7 @@ def build_ppo_config(settings: RegallocPPOSettings, env_config: dict[str, Any]) 
             vf_clip_param=200.0,
         )
         .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
-        .reporting(metrics_num_episodes_for_smoothing=20)
+        .reporting(metrics_num_episodes_for_smoothing=_SMOOTHING)
         .debugging(seed=settings.seed, log_level="ERROR")
     )
 
@@ -1021,12 +1023,17 @@ def _train(
         entropies = ", ".join(
             f"{a} {record[f'{a}/entropy']:.2f}" for a in settings.agents if f"{a}/entropy" in record
         )
+        window = min(int(record.get("episodes_lifetime", 0)), _SMOOTHING)
         say(
             f"iteration {it + 1}/{settings.iterations}: reward "
-            + (f"{mean:+.1f}" if mean is not None else "(no episode ended yet)")
-            + f" over the last {int(record.get('episodes', 0))} episodes (the basic policy's "
-            "SpillReloadCost minus the agents', in % of the larger), "
-            f"{record.get('length_mean', 0.0):.0f} decisions, entropy {entropies or 'n/a'}, "
+            + (
+                f"{mean:+.1f} (mean of the last {window} episodes: the basic policy's "
+                "SpillReloadCost minus the agents', % of the larger)"
+                if mean is not None
+                else "(no episode ended yet)"
+            )
+            + f", {int(record.get('episodes', 0))} episodes ended, "
+            f"{record.get('length_mean', 0.0):.0f} decisions each, entropy {entropies or 'n/a'}, "
             f"{record['seconds']:.1f} s (total {wall:.0f} s)"
         )
         done = it + 1
