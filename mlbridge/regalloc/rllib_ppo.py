@@ -473,7 +473,11 @@ class RLlibRegallocEnv(MultiAgentEnv):
             )
             self._index = index
             self._episode = self._start(index)
-            kind, value = self._episode.next_event()
+            try:
+                kind, value = self._episode.next_event()
+            except BaseException:
+                self._close_episode()
+                raise
             if kind == "obs":
                 agent, obs = value
                 self._pending = agent

@@ -126,19 +126,6 @@ def test_the_exported_agents_allocate_inside_llc_past_the_verifier(ppo_run, tmp_
     assert done.stdout == "mix=3015572717912299\n"
 
 
-def test_a_resumed_job_continues_rllibs_state_from_the_checkpoint(corpus: Path, tmp_path: Path):
-    out = tmp_path / "out"
-    status, log = train(corpus, out, "--workers", "1", "--iterations", "1")
-    assert status == 0, log
-    status, log = train(corpus, out, "--workers", "1", "--iterations", "2", "--resume")
-    assert status == 0, log
-    assert "iteration-000001 (iteration 1/2)" in log
-    training = json.loads((out / "metrics.json").read_text())["training"]
-    assert training["resumed_from_iteration"] == 1
-    # RLlib's own counters went on from the checkpoint's.
-    assert [r["env_steps_lifetime"] for r in training["iterations"]] == [512, 1024]
-
-
 def test_a_reinforce_checkpoint_folder_is_refused_by_rllib_ppo(corpus: Path, tmp_path, capsys):
     from mlbridge.cli import main
 
@@ -252,6 +239,22 @@ def test_closing_in_mid_episode_kills_llc_and_leaves_no_thread_or_file(prepared)
     assert _children("llc-22") == []
     assert not [t for t in threading.enumerate() if t.name == "mlbridge-regalloc-llc"]
     assert not folder.exists()
+
+
+def test_an_llc_failure_is_a_clear_error_and_leaves_nothing_behind(tmp_path: Path):
+    from mlbridge.errors import MLBridgeError
+    from mlbridge.regalloc.trainer import FunctionCost
+
+    broken = tmp_path / "broken.bc"
+    broken.write_bytes(b"BC\xc0\xdenot bitcode")
+    env = make_env(([broken], [{"f": FunctionCost()}]))
+    try:
+        with pytest.raises(MLBridgeError, match="llc-22"):
+            env.reset(options={"module": 0})
+        assert not [t for t in threading.enumerate() if t.name == "mlbridge-regalloc-llc"]
+        assert _children("llc-22") == []
+    finally:
+        env.close()
 
 
 @pytest.mark.parametrize("agent", ["priority", "coloring", "split"])
