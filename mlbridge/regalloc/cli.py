@@ -33,6 +33,7 @@ _PPO_ONLY = (
     "max_registers",
     "max_blocks",
     "verify_machineinstrs",
+    "init_policy",
 )
 
 
@@ -184,6 +185,13 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
         const=True,
         help="run llc with -mlbridge-regalloc-split and train the split agent too (its policy "
         "stays in the checkpoints: the ONNX model spills where it would act)",
+    )
+    g.add_argument(
+        "--init-policy",
+        metavar="FILE",
+        help="start every agent's graph network from this policy.json of the REINFORCE "
+        "trainer (e.g. its cloned basic policy, --iterations 0; same --hidden) instead of "
+        "random weights",
     )
     g.add_argument(
         "--verify-machineinstrs",
@@ -391,6 +399,7 @@ def run_train(args: argparse.Namespace) -> int:
                     max_decisions=args.max_decisions,
                     sample_functions=args.sample_functions or None,
                     verify=args.verify_machineinstrs,
+                    init_policy=args.init_policy,
                     seed=args.seed,
                     workers=workers,
                 )

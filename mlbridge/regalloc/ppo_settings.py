@@ -56,6 +56,10 @@ class RegallocPPOSettings:
             agents allocate this many, drawn by the environment, and llc's built-in basic
             policy the others (``None``: every function).
         verify: Run llc with ``-verify-machineinstrs`` (llc fails on a wrong allocation).
+        init_policy: A :class:`~mlbridge.regalloc.gnn.RegallocGNN` file (``policy.json``
+            of the REINFORCE trainer, e.g. its cloned basic policy) whose weights every
+            agent's graph network starts from (same ``hidden`` and ``rounds``); ``None``:
+            random initial networks.
         seed: Seeds RLlib (the RLModules' initialisation, the env runners' environments).
         workers: Env runners (Ray actors of one CPU, one environment each).
         timeout: Bound of every wait on the compiler, seconds.
@@ -80,6 +84,7 @@ class RegallocPPOSettings:
     max_decisions: int = 3000
     sample_functions: int | None = 16
     verify: bool = False
+    init_policy: str | None = None
     seed: int = 0
     workers: int = 2
     timeout: float = 300.0

@@ -120,6 +120,7 @@ __all__ = [
     "action_counts",
     "build_ppo_config",
     "gnn_of_weights",
+    "load_init_policy",
     "observation_spaces",
     "prepare_modules",
     "train_regalloc_ppo",
@@ -129,8 +130,9 @@ Obs = dict[str, np.ndarray]
 
 #: Episodes in the reported mean return (RLlib's ``metrics_num_episodes_for_smoothing``).
 _SMOOTHING = 20
-#: Settings a resumed run may change: how long it runs and on how many env runners.
-_RESUMABLE_CHANGES = frozenset({"iterations", "workers"})
+#: Settings a resumed run may change: how long it runs, on how many env runners, and the
+#: initial policy (the checkpoint's weights replace it).
+_RESUMABLE_CHANGES = frozenset({"iterations", "workers", "init_policy"})
 #: The number of columns of the padded candidates (registers or blocks).
 _CANDIDATE_COLUMNS = len(REGISTER_FEATURES)
 assert len(BLOCK_FEATURES) == _CANDIDATE_COLUMNS
@@ -849,6 +851,7 @@ def train_regalloc_ppo(
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
     plugin_path = Path(plugin)
+    load_init_policy(settings)  # a wrong file is said before Ray starts
     say = log or (lambda _: None)
     checkpoints = RLlibCheckpoints(checkpoint_dir, CHECKPOINT_KIND) if checkpoint_dir else None
     if checkpoints is not None:
@@ -892,6 +895,8 @@ def train_regalloc_ppo(
                     f"needs LLVM 22's opt and llc and the plugin at {plugin_path}"
                 ) from e
             try:
+                if settings.init_policy is not None and not resume:
+                    _start_from(algo, settings, say)
                 history = _train(algo, settings, say, log, metrics, checkpoints,
                                  checkpoint_every, resume)  # fmt: skip
                 weights = algo.learner_group.get_weights(["priority", "coloring"])
@@ -929,6 +934,46 @@ def train_regalloc_ppo(
                 f"SpillReloadCost {cost:.0f} against the basic policy's {base:.0f}"
             )
     return RegallocPPOResult(priority, coloring, history, samples)
+
+
+def load_init_policy(settings: RegallocPPOSettings) -> RegallocGNN | None:
+    """The policy of ``settings.init_policy``, checked against the settings' network.
+
+    Raises:
+        MLBridgeError: If it cannot be read, or its ``hidden`` or ``rounds`` differ.
+    """
+    if settings.init_policy is None:
+        return None
+    policy = RegallocGNN.load(settings.init_policy)
+    if (policy.hidden, policy.rounds) != (settings.hidden, settings.rounds):
+        raise RegallocTrainError(
+            f"{settings.init_policy} has hidden {policy.hidden} and {policy.rounds} rounds; "
+            f"the agents have hidden {settings.hidden} and {settings.rounds} rounds (give "
+            f"--hidden {policy.hidden})"
+        )
+    return policy
+
+
+def _start_from(algo: Any, settings: RegallocPPOSettings, say: Callable[[str], None]) -> None:  # noqa: ANN401
+    """Gives every agent's graph network the weights of ``settings.init_policy``."""
+    policy = load_init_policy(settings)
+    assert policy is not None
+    agents = list(settings.agents)
+    weights = algo.learner_group.get_weights(agents)
+    start = {f"gnn.{k}": v.detach().cpu().numpy() for k, v in policy.state_dict().items()}
+    for agent in agents:
+        weights[agent] = {**weights[agent], **start}
+    algo.learner_group.set_weights(weights)
+    algo.env_runner_group.sync_weights(
+        from_worker_or_learner_group=algo.learner_group, inference_only=True
+    )
+    say(
+        f"every agent's graph network starts from {settings.init_policy} (the split agent's "
+        "block head and the value networks from random)"
+        if settings.split
+        else f"every agent's graph network starts from {settings.init_policy} (the value "
+        "networks from random)"
+    )
 
 
 def _train(
@@ -1027,12 +1072,11 @@ def _train(
         entropies = ", ".join(
             f"{a} {record[f'{a}/entropy']:.2f}" for a in settings.agents if f"{a}/entropy" in record
         )
-        window = min(int(record.get("episodes_lifetime", 0)), _SMOOTHING)
         say(
             f"iteration {it + 1}/{settings.iterations}: reward "
             + (
-                f"{mean:+.1f} (mean of the last {window} episodes: the basic policy's "
-                "SpillReloadCost minus the agents', % of the larger)"
+                f"{mean:+.1f} (RLlib's mean over recent episodes, up to {_SMOOTHING}: the "
+                "basic policy's SpillReloadCost minus the agents', % of the larger)"
                 if mean is not None
                 else "(no episode ended yet)"
             )

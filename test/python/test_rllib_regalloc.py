@@ -58,10 +58,17 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def ppo_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The job on 2 env runners, one iteration, then resumed for a second: (folder, stderr).
 
+    Its agents start from a random ``RegallocGNN``'s weights (``init.json`` beside it).
+
     The stderr is the resumed job's.
     """
     out = tmp_path_factory.mktemp("regalloc-ppo-run") / "out"
-    status, log = train(corpus, out, "--workers", "2", "--iterations", "1")
+    torch.manual_seed(5)
+    init = RegallocGNN(hidden=32).save(out.parent / "init.json")
+    status, log = train(
+        corpus, out, "--workers", "2", "--iterations", "1", "--init-policy", str(init)
+    )
+    assert "every agent's graph network starts from" in log
     assert status == 0, log
     status, log = train(corpus, out, "--workers", "2", "--iterations", "2", "--resume")
     assert status == 0, log
@@ -103,6 +110,26 @@ def test_each_agent_is_trained_by_its_own_policy(ppo_run):
     assert "rllib-ppo" in priority.metadata["trainer"]
     # Trained apart: the two networks differ.
     assert not torch.equal(priority.encoder[0].weight, coloring.encoder[0].weight)
+
+
+def test_the_agents_start_from_the_init_policy(ppo_run):
+    out, _ = ppo_run
+    init = RegallocGNN.load(out.parent / "init.json").state_dict()
+    for agent in ("priority", "coloring"):
+        trained = RegallocGNN.load(out / f"{agent}.json").state_dict()
+        # Two iterations of small Adam steps move each weight by far less than 0.05.
+        for name, weight in init.items():
+            torch.testing.assert_close(trained[name], weight, rtol=0, atol=0.05)
+        assert any(not torch.equal(trained[k], init[k]) for k in init)
+
+
+def test_an_init_policy_of_another_width_is_refused(tmp_path: Path):
+    from mlbridge.errors import MLBridgeError
+    from mlbridge.regalloc.rllib_ppo import RegallocPPOSettings, load_init_policy
+
+    path = RegallocGNN(hidden=8).save(tmp_path / "small.json")
+    with pytest.raises(MLBridgeError, match="has hidden 8 and 2 rounds.*give --hidden 8"):
+        load_init_policy(RegallocPPOSettings(init_policy=str(path)))
 
 
 def test_the_reward_is_recorded_per_iteration(ppo_run):
