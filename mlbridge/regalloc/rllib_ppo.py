@@ -776,6 +776,7 @@ def _greedy_rollouts(
             folder,
             keep_per_function=16,
             rng=np.random.default_rng(0),
+            max_decisions=settings.max_decisions,
             timeout=settings.timeout,
         )
         for observations in done.observations.values():
