@@ -1033,7 +1033,12 @@ def _train(
         )
     for it in iterations:
         t0 = time.perf_counter()
-        raw = algo.train()
+        try:
+            raw = algo.train()
+        except Exception as e:  # an env runner's llc episode failed: RLlib wraps it
+            raise RegallocTrainError(
+                f"RLlib's iteration {it + 1} failed: {type(e).__name__}: {str(e)[-3000:]}"
+            ) from e
         wall = elapsed + time.perf_counter() - segment
         # The episode's return is the sum over its agents: the reward is the priority
         # agent's return (every agent that acted got the same).
