@@ -10,7 +10,10 @@
   JSON form and its ONNX export (needs PyTorch; not imported here);
 * :mod:`mlbridge.regalloc.trainer` and :mod:`mlbridge.regalloc.cli`: ``mlbridge train
   regalloc`` (behaviour cloning of the basic policy, REINFORCE on the spill/reload cost,
-  the held-out evaluation).
+  the held-out evaluation);
+* :mod:`mlbridge.regalloc.rllib_ppo` (and :mod:`mlbridge.regalloc.ppo_settings`):
+  ``--algorithm rllib-ppo``, one policy per agent by RLlib's multi-agent PPO on a
+  ``MultiAgentEnv`` over the llc episode (needs the ``rllib`` extra; not imported here).
 
 See docs/ml-regalloc.md.
 """

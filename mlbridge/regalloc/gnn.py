@@ -429,7 +429,7 @@ class RegallocGNN(torch.nn.Module):
             raise MLBridgeError(f"cannot read the register-allocation policy {path}: {e}") from None
         return cls.from_json(data, str(path))
 
-    def to_onnx(self, path: str | Path) -> Path:
+    def to_onnx(self, path: str | Path, coloring: RegallocGNN | None = None) -> Path:
         """Exports the deterministic policy as one ONNX model over the whole interface.
 
         The inputs are :func:`~mlbridge.regalloc.interface.feature_specs` (the unused
@@ -437,10 +437,15 @@ class RegallocGNN(torch.nn.Module):
         ``regalloc_action`` [1]; an ``If`` on ``agent`` runs the priority or the coloring
         branch. Opset :data:`~mlbridge.regalloc.onnx_policy.OPSET`, IR version
         :data:`~mlbridge.regalloc.onnx_policy.IR_VERSION`.
+
+        Args:
+            path: Where to write the model.
+            coloring: Another policy whose coloring head (and trunk) the coloring branch
+                runs (agents trained apart, e.g. by multi-agent PPO); default this one.
         """
         import onnx
 
-        model = onnx_model(self)
+        model = onnx_model(self, coloring)
         out = Path(path)
         onnx.save(model, str(out))
         return out
@@ -511,13 +516,19 @@ def _export_branch(module: torch.nn.Module, inputs: dict[str, torch.Tensor], pre
     return branch
 
 
-def onnx_model(policy: RegallocGNN) -> Any:
-    """The deterministic ``policy`` as an ``onnx.ModelProto`` (see :meth:`RegallocGNN.to_onnx`)."""
+def onnx_model(policy: RegallocGNN, coloring_policy: RegallocGNN | None = None) -> Any:
+    """The deterministic ``policy`` as an ``onnx.ModelProto`` (see :meth:`RegallocGNN.to_onnx`).
+
+    The coloring branch is ``coloring_policy``'s if given (its own trunk and coloring
+    head), else ``policy``'s.
+    """
     import onnx
     from onnx import TensorProto, helper
 
-    was_training = policy.training
+    colorer = coloring_policy if coloring_policy is not None else policy
+    was_training = policy.training, colorer.training
     policy.eval()
+    colorer.eval()
     # Example sizes above 1, so that tracing takes no dimension for a broadcast one.
     n, e, r = 4, 3, 3
     example = {
@@ -537,12 +548,13 @@ def onnx_model(policy: RegallocGNN) -> Any:
             "priority/",
         )
         coloring = _export_branch(
-            _ColoringExport(policy),
+            _ColoringExport(colorer),
             {**example, MASK: torch.ones(r + 1, dtype=torch.int64)},
             "coloring/",
         )
     finally:
-        policy.train(was_training)
+        policy.train(was_training[0])
+        colorer.train(was_training[1])
     types = {
         ElementType.INT64: TensorProto.INT64,
         ElementType.FLOAT: TensorProto.FLOAT,
@@ -734,9 +746,15 @@ def collate(samples: Sequence[Obs], actions: Sequence[int]) -> Batch:
 
 
 def agreement(
-    policy: RegallocGNN, onnx_path: str | Path, samples: Sequence[Obs]
+    policy: RegallocGNN,
+    onnx_path: str | Path,
+    samples: Sequence[Obs],
+    coloring: RegallocGNN | None = None,
 ) -> tuple[float, int]:
     """How often the exported model answers as the PyTorch policy's argmax on ``samples``.
+
+    With ``coloring`` (the model of :meth:`RegallocGNN.to_onnx` with ``coloring``), that
+    policy answers the coloring samples.
 
     Returns:
         The fraction of equal decisions, and the number of samples.
@@ -752,7 +770,9 @@ def agreement(
     equal = 0
     for s in samples:
         (got,) = session.run([ADVICE], onnx_feeds(s))
-        equal += int(int(np.asarray(got).reshape(-1)[0]) == policy.act(s))
+        agent = int(np.asarray(s["agent"]).reshape(-1)[0])
+        who = coloring if coloring is not None and agent == Agent.COLORING else policy
+        equal += int(int(np.asarray(got).reshape(-1)[0]) == who.act(s))
     return equal / len(samples), len(samples)
 
 
