@@ -10,12 +10,16 @@ the trainers' rollout pools (docs/distributed-training.md):
 - ``ray``: :class:`mlbridge.training.ray_pool.RayRolloutPool` on a local Ray instance, one
   actor per worker, the modules shipped through Ray's object store.
 
-Each configuration maps the same rollouts; the configurations are interleaved round by
-round and the median wall time is reported, with the rollouts per second. Every rollout's
-size must be the same in every configuration (checked). Targets (issue 18): 2 Ray workers
-at least 1.8x the rollouts per second of 1; Ray within 10% of the local pool's time.
+Each configuration maps the same rollouts in the same order on as many workers; every
+round runs each configuration once, in the order of the list on even rounds and reversed on
+odd ones (ABBA), so that a drift of the machine's load weighs on both backends alike. The
+median wall time is reported, with the rollouts per second, and the ratios within a round
+(Ray / local pool on the same workers, 2 Ray workers against 1): their median, a bootstrap
+95% interval of it, and every round's. Every rollout's size must be the same in every
+configuration (checked). Targets (issue 18): 2 Ray workers at least 1.8x the rollouts per
+second of 1; Ray within 10% of the local pool's time.
 
-    .venv/bin/python bench/ray_rollouts.py            # 16 modules x 2, 3 rounds
+    .venv/bin/python bench/ray_rollouts.py            # 16 modules x 2, 6 rounds
     .venv/bin/python bench/ray_rollouts.py --smoke    # 2 modules, 1 round: correctness
 
 Results: ``bench/results/ray-rollouts-<time>.json`` and ``.md``; the Markdown also goes to
@@ -34,6 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mlbridge.corpus import load_manifest
 from mlbridge.corpus.fetch import default_corpus_dir
 from mlbridge.inliner.builtin import BUILTIN_MODELS
@@ -49,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET_SPEEDUP = 1.8
 TARGET_RAY_OVERHEAD = 1.10
 CONFIGS = [("local", 1), ("ray", 1), ("local", 2), ("ray", 2)]
+BOOTSTRAP = 2000
 
 
 def _log(message: str) -> None:
@@ -66,13 +73,21 @@ def rollout(context: WorkerContext, task: tuple[LinearPolicy, SharedFile]) -> in
     return evaluate_policy(policy, context.local_path(module), timeout=600)[0]
 
 
+def fetch(context: WorkerContext, files: list[SharedFile]) -> int:
+    """Makes every file local to the worker (Ray: from the object store); their bytes."""
+    return sum(context.local_path(f).stat().st_size for f in files)
+
+
 def time_config(
     pool: RolloutPool, policy: LinearPolicy, files: list[Path], repeats: int
 ) -> tuple[float, list[int]]:
     """Wall time of the rollouts of ``files`` (each ``repeats`` times) on ``pool``."""
     shared = [pool.share(f) for f in files]  # outside the clock: done once per job
-    # Warm the workers up (a Ray actor's first rollout imports mlbridge and opens the
-    # object store), outside the clock: a trainer's pool does it once per job.
+    # Warm the workers up, outside the clock, as a trainer's pool does once per job: each
+    # worker fetches the modules (a Ray actor, from the object store, the first time one of
+    # its rollouts reads one) and makes a rollout (a Ray actor's first imports mlbridge).
+    # A map of as many items as workers gives each worker one.
+    pool.map(fetch, [shared] * pool.workers)
     pool.map(rollout, [(policy, shared[0])] * pool.workers)
     tasks = [(policy, s) for s in shared for _ in range(repeats)]
     start = time.perf_counter()
@@ -80,8 +95,22 @@ def time_config(
     return time.perf_counter() - start, [r.value for r in results]
 
 
+def median_interval(ratios: list[float], seed: int = 0) -> tuple[float, float, float]:
+    """Median of ``ratios`` and its bootstrap 95% interval."""
+    values = np.asarray(ratios)
+    rng = np.random.default_rng(seed)
+    medians = np.median(rng.choice(values, (BOOTSTRAP, values.size)), axis=1)
+    low, high = np.percentile(medians, [2.5, 97.5])
+    return float(np.median(values)), float(low), float(high)
+
+
+def round_order(r: int) -> list[tuple[str, int]]:
+    """The configurations of round ``r``: as listed on even rounds, reversed on odd ones."""
+    return CONFIGS if r % 2 == 0 else CONFIGS[::-1]
+
+
 def measure(
-    files: list[Path], repeats: int, rounds: int, policy: LinearPolicy
+    files: list[Path], repeats: int, rounds: int, policy: LinearPolicy, queue_depth: int
 ) -> list[dict[str, Any]]:
     """Interleaved rounds of every configuration; one row per configuration."""
     walls: dict[tuple[str, int], list[float]] = {c: [] for c in CONFIGS}
@@ -91,11 +120,11 @@ def measure(
         pools: dict[tuple[str, int], Callable[[], RolloutPool]] = {
             ("local", 1): lambda: LocalRolloutPool(1),
             ("local", 2): lambda: LocalRolloutPool(2),
-            ("ray", 1): lambda: RayRolloutPool(1),
-            ("ray", 2): lambda: RayRolloutPool(2),
+            ("ray", 1): lambda: RayRolloutPool(1, queue_depth=queue_depth),
+            ("ray", 2): lambda: RayRolloutPool(2, queue_depth=queue_depth),
         }
         for r in range(rounds):
-            for config in CONFIGS:
+            for config in round_order(r):
                 # The pool (Ray: its actors) starts outside the clock, as a trainer's
                 # does once per job.
                 with pools[config]() as pool:
@@ -120,6 +149,23 @@ def measure(
     ]  # fmt: skip
 
 
+def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ratios within each round: Ray / local on 1 and 2 workers, Ray 1 / Ray 2 workers."""
+    by = {(r["backend"], r["workers"]): r["samples_s"] for r in rows}
+    pairs = [
+        ("ray / local, 1 worker", by[("ray", 1)], by[("local", 1)], TARGET_RAY_OVERHEAD, "<="),
+        ("ray / local, 2 workers", by[("ray", 2)], by[("local", 2)], TARGET_RAY_OVERHEAD, "<="),
+        ("ray 1 worker / ray 2 workers", by[("ray", 1)], by[("ray", 2)], TARGET_SPEEDUP, ">="),
+    ]
+    out = []
+    for seed, (name, top, bottom, target, sense) in enumerate(pairs):
+        per_round = [t / b for t, b in zip(top, bottom, strict=True)]
+        median, low, high = median_interval(per_round, seed)
+        out.append({"ratio": name, "median": median, "low": low, "high": high,
+                    "per_round": per_round, "target": target, "sense": sense})  # fmt: skip
+    return out
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The results as a Markdown report."""
     meta = result["meta"]
@@ -127,12 +173,15 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Training rollouts: Ray against a local pool",
         "",
-        f"`{meta['command']}` on {meta['date']} ({result['machine']['summary']}). "
-        f"{meta['rollouts']} rollouts per configuration ({meta['modules']} training modules x "
-        f"{meta['repeats']}): `opt-22` with the ML inline advisor, the built-in inliner-oz "
-        "policy answering in Python over a pipe, then `llc-22` and the `.text` size; median "
-        f"of {meta['rounds']} interleaved rounds (the pool starts, and each worker makes one "
-        "rollout, outside the clock).",
+        f"`{meta['command']}` on {meta['date']} ({result['machine']['summary']}; load "
+        f"{meta['load_before']:.2f} at the start). {meta['rollouts']} rollouts per "
+        f"configuration ({meta['modules']} training modules x {meta['repeats']}): `opt-22` "
+        "with the ML inline advisor, the built-in inliner-oz policy answering in Python over "
+        "a pipe, then `llc-22` and the `.text` size; median of "
+        f"{meta['rounds']} rounds, the configurations in turn, in reverse order every other "
+        "round (the pool starts, and each worker fetches the modules and makes one rollout, "
+        f"outside the clock). Ray actors hold {meta['queue_depth']} rollout(s) at once "
+        "(`queue_depth`).",
         "",
         "| backend | workers | niceness | wall (s) | rollouts/s | speed-up over 1 worker | "
         "× local |",
@@ -146,17 +195,31 @@ def markdown(result: dict[str, Any]) -> str:
             f"{r['rollouts_per_s']:.2f} | {one / r['median_s']:.2f}x | "
             f"{r['median_s'] / local:.2f} |"
         )
-    speedup = by[("ray", 1)]["median_s"] / by[("ray", 2)]["median_s"]
-    overhead = max(by[("ray", w)]["median_s"] / by[("local", w)]["median_s"] for w in (1, 2))
     lines += [
         "",
-        "Targets (reported, not asserted):",
+        "Ratios within a round (median over the rounds, bootstrap 95% interval of the "
+        "median, every round's):",
         "",
-        f"- 2 Ray workers against 1: {speedup:.2f}x (target at least {TARGET_SPEEDUP}x: "
-        f"{'met' if speedup >= TARGET_SPEEDUP else 'MISSED'})",
-        f"- Ray against the local pool, the worse of 1 and 2 workers: {overhead:.2f}x "
-        f"(target within {TARGET_RAY_OVERHEAD:.2f}x: "
-        f"{'met' if overhead <= TARGET_RAY_OVERHEAD else 'MISSED'})",
+        "| ratio | median | 95% interval | per round | target |",
+        "|---|---:|---:|---|---|",
+    ]
+    verdicts = []
+    for q in result["ratios"]:
+        met = q["median"] <= q["target"] if q["sense"] == "<=" else q["median"] >= q["target"]
+        sure = q["high"] <= q["target"] if q["sense"] == "<=" else q["low"] >= q["target"]
+        verdict = ("met" if sure else "met by the median only") if met else "MISSED"
+        verdicts.append(f"- {q['ratio']}: {q['median']:.3f}x (target {q['sense']} "
+                        f"{q['target']:.2f}x: {verdict})")  # fmt: skip
+        lines.append(
+            f"| {q['ratio']} | {q['median']:.3f}x | {q['low']:.3f}-{q['high']:.3f} | "
+            f"{', '.join(f'{v:.3f}' for v in q['per_round'])} | {q['sense']} "
+            f"{q['target']:.2f}x |"
+        )
+    lines += [
+        "",
+        "Targets (reported, not asserted; met: the whole interval is on the right side):",
+        "",
+        *verdicts,
         "",
         "The niceness column is each backend's worker priority: a local Ray instance of "
         "mlbridge's runs its workers at 0, the job's own (Ray's default is 15, which on a "
@@ -174,7 +237,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--corpus", type=Path, help="default: the corpus the set-up built")
     parser.add_argument("--modules", type=int, default=16, help="training modules (default 16)")
     parser.add_argument("--repeats", type=int, default=2, help="rollouts per module (default 2)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds (default 6)")
+    parser.add_argument(
+        "--queue-depth", type=int, default=2,
+        help="rollouts a Ray actor holds at once (RayRolloutPool's queue_depth; default 2)",
+    )  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="2 modules, once: correctness")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
@@ -193,7 +260,8 @@ def main(argv: list[str]) -> int:
     (builtin,) = [m for m in BUILTIN_MODELS if m.task == "inliner"]
     policy = LinearPolicy.load(builtin.policy_path)
     _log(f"{len(files)} modules x {repeats}, {rounds} round(s), configurations {CONFIGS}")
-    rows = measure(files, repeats, rounds, policy)
+    load_before = os.getloadavg()[0]
+    rows = measure(files, repeats, rounds, policy, args.queue_depth)
     result = {
         "meta": {
             "command": "bench/ray_rollouts.py " + " ".join(argv),
@@ -202,9 +270,12 @@ def main(argv: list[str]) -> int:
             "repeats": repeats,
             "rounds": rounds,
             "rollouts": len(files) * repeats,
+            "queue_depth": args.queue_depth,
+            "load_before": load_before,
         },
         "machine": machine(),
         "rows": rows,
+        "ratios": ratios(rows),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -500,7 +500,8 @@ class RayRolloutPool(RolloutPool):
         sent: dict[_Worker, deque[Any]] = {}
         in_flight: dict[Any, tuple[int, _Worker]] = {}
         attempts = [0] * len(items)
-        # Per lost node in this map: why, and how many rollouts were moved off it.
+        # Per lost node in this map: why, and how many rollouts it was running (retried) and
+        # held queued (sent to the other workers) when it was lost.
         lost_here: dict[NodeInfo, list[Any]] = {}
 
         def send() -> None:
@@ -526,19 +527,21 @@ class RayRolloutPool(RolloutPool):
             # waiting behind it never started.
             self._lose(worker)
             indices = [in_flight.pop(ref)[0] for ref in sent.pop(worker, deque())]
-            entry = lost_here.setdefault(worker.node, [_first_line(error), 0])
-            if indices:
-                running = indices[0]
-                attempts[running] += 1
-                if attempts[running] > self._max_retries:
-                    raise RolloutPoolError(
-                        f"item {running} lost its worker {attempts[running]} times "
-                        f"(last on {worker.node.describe()}: {_first_line(error)}); giving up"
-                    ) from None
-            moved = sorted(indices)
-            entry[1] += len(moved)
-            self._retried += len(moved)
-            queue.extendleft(reversed(moved))
+            entry = lost_here.setdefault(worker.node, [_first_line(error), 0, 0])
+            if not indices:
+                return
+            running = indices[0]
+            attempts[running] += 1
+            if attempts[running] > self._max_retries:
+                raise RolloutPoolError(
+                    f"item {running} lost its worker {attempts[running]} times "
+                    f"(last on {worker.node.describe()}: {_first_line(error)}); giving up"
+                ) from None
+            entry[1] += 1
+            entry[2] += len(indices) - 1
+            self._retried += 1
+            self._requeued += len(indices) - 1
+            queue.extendleft(sorted(indices, reverse=True))
 
         try:
             while queue or in_flight:
@@ -578,12 +581,14 @@ class RayRolloutPool(RolloutPool):
                 send()  # the worker's next rollout is queued before this one is handed on
                 yield index, Rollout(value, worker.node)
         finally:
-            for node, (reason, count) in lost_here.items():
+            for node, (reason, count, queued) in lost_here.items():
                 retried = (
                     f"; retried {count} rollout{'s' if count != 1 else ''} on the other workers"
                     if count
                     else ""
                 )
+                if queued:
+                    retried += f" (and {queued} queued behind {'it' if count == 1 else 'them'})"
                 self._log(
                     f"lost the Ray worker on {node.describe()} ({reason}){retried}, "
                     f"{len(self._live)} left"
