@@ -20,6 +20,7 @@ configuration (checked). Targets (issue 18): 2 Ray workers at least 1.8x the rol
 second of 1; Ray within 10% of the local pool's time.
 
     .venv/bin/python bench/ray_rollouts.py            # 16 modules x 2, 6 rounds
+    .venv/bin/python bench/ray_rollouts.py --compare-queue-depth   # + actors of 1 rollout
     .venv/bin/python bench/ray_rollouts.py --smoke    # 2 modules, 1 round: correctness
 
 Results: ``bench/results/ray-rollouts-<time>.json`` and ``.md``; the Markdown also goes to
@@ -55,6 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET_SPEEDUP = 1.8
 TARGET_RAY_OVERHEAD = 1.10
 CONFIGS = [("local", 1), ("ray", 1), ("local", 2), ("ray", 2)]
+#: With --compare-queue-depth: Ray actors holding one rollout at a time, beside each Ray row.
+COMPARED = [("local", 1), ("ray", 1), ("ray-q1", 1), ("local", 2), ("ray", 2), ("ray-q1", 2)]
 BOOTSTRAP = 2000
 
 
@@ -104,16 +107,21 @@ def median_interval(ratios: list[float], seed: int = 0) -> tuple[float, float, f
     return float(np.median(values)), float(low), float(high)
 
 
-def round_order(r: int) -> list[tuple[str, int]]:
+def round_order(configs: list[tuple[str, int]], r: int) -> list[tuple[str, int]]:
     """The configurations of round ``r``: as listed on even rounds, reversed on odd ones."""
-    return CONFIGS if r % 2 == 0 else CONFIGS[::-1]
+    return configs if r % 2 == 0 else configs[::-1]
 
 
 def measure(
-    files: list[Path], repeats: int, rounds: int, policy: LinearPolicy, queue_depth: int
+    files: list[Path],
+    repeats: int,
+    rounds: int,
+    policy: LinearPolicy,
+    queue_depth: int,
+    configs: list[tuple[str, int]],
 ) -> list[dict[str, Any]]:
     """Interleaved rounds of every configuration; one row per configuration."""
-    walls: dict[tuple[str, int], list[float]] = {c: [] for c in CONFIGS}
+    walls: dict[tuple[str, int], list[float]] = {c: [] for c in configs}
     sizes: dict[tuple[str, int], list[int]] = {}
     nice: dict[str, int] = {}
     with ray_session(num_cpus=2):
@@ -122,9 +130,11 @@ def measure(
             ("local", 2): lambda: LocalRolloutPool(2),
             ("ray", 1): lambda: RayRolloutPool(1, queue_depth=queue_depth),
             ("ray", 2): lambda: RayRolloutPool(2, queue_depth=queue_depth),
+            ("ray-q1", 1): lambda: RayRolloutPool(1, queue_depth=1),
+            ("ray-q1", 2): lambda: RayRolloutPool(2, queue_depth=1),
         }
         for r in range(rounds):
-            for config in round_order(r):
+            for config in round_order(configs, r):
                 # The pool (Ray: its actors) starts outside the clock, as a trainer's
                 # does once per job.
                 with pools[config]() as pool:
@@ -134,12 +144,12 @@ def measure(
                 sizes.setdefault(config, got)
                 if got != sizes[config]:
                     raise RuntimeError(f"{config}: the sizes changed between rounds")
-                _log(f"round {r + 1}/{rounds} {config[0]:<5} {config[1]} worker(s): "
+                _log(f"round {r + 1}/{rounds} {config[0]:<6} {config[1]} worker(s): "
                      f"{wall:7.2f} s")  # fmt: skip
-    reference = sizes[CONFIGS[0]]
+    reference = sizes[configs[0]]
     for config, got in sizes.items():
         if got != reference:
-            raise RuntimeError(f"{config}: other sizes than {CONFIGS[0]}")
+            raise RuntimeError(f"{config}: other sizes than {configs[0]}")
     count = len(files) * repeats
     return [
         {"backend": b, "workers": w, "rollouts": count, "median_s": statistics.median(v),
@@ -150,13 +160,18 @@ def measure(
 
 
 def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ratios within each round: Ray / local on 1 and 2 workers, Ray 1 / Ray 2 workers."""
+    """The ratios within each round: Ray / local on 1 and 2 workers, Ray 1 / Ray 2 workers,
+    and with ``ray-q1`` rows, Ray / Ray with one rollout per actor (no target)."""
     by = {(r["backend"], r["workers"]): r["samples_s"] for r in rows}
-    pairs = [
+    pairs: list[tuple[str, list[float], list[float], float | None, str]] = [
         ("ray / local, 1 worker", by[("ray", 1)], by[("local", 1)], TARGET_RAY_OVERHEAD, "<="),
         ("ray / local, 2 workers", by[("ray", 2)], by[("local", 2)], TARGET_RAY_OVERHEAD, "<="),
         ("ray 1 worker / ray 2 workers", by[("ray", 1)], by[("ray", 2)], TARGET_SPEEDUP, ">="),
     ]
+    for w in (1, 2):
+        if ("ray-q1", w) in by:
+            name = f"ray / ray-q1, {w} worker{'s' if w > 1 else ''}"
+            pairs.append((name, by[("ray", w)], by[("ray-q1", w)], None, ""))
     out = []
     for seed, (name, top, bottom, target, sense) in enumerate(pairs):
         per_round = [t / b for t, b in zip(top, bottom, strict=True)]
@@ -181,7 +196,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"{meta['rounds']} rounds, the configurations in turn, in reverse order every other "
         "round (the pool starts, and each worker fetches the modules and makes one rollout, "
         f"outside the clock). Ray actors hold {meta['queue_depth']} rollout(s) at once "
-        "(`queue_depth`).",
+        "(`queue_depth`)"
+        + ("; `ray-q1`: Ray actors holding one at a time." if meta["compare_queue_depth"] else "."),
         "",
         "| backend | workers | niceness | wall (s) | rollouts/s | speed-up over 1 worker | "
         "× local |",
@@ -205,16 +221,17 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     verdicts = []
     for q in result["ratios"]:
+        target = "" if q["target"] is None else f"{q['sense']} {q['target']:.2f}x"
+        lines.append(
+            f"| {q['ratio']} | {q['median']:.3f}x | {q['low']:.3f}-{q['high']:.3f} | "
+            f"{', '.join(f'{v:.3f}' for v in q['per_round'])} | {target} |"
+        )
+        if q["target"] is None:
+            continue
         met = q["median"] <= q["target"] if q["sense"] == "<=" else q["median"] >= q["target"]
         sure = q["high"] <= q["target"] if q["sense"] == "<=" else q["low"] >= q["target"]
         verdict = ("met" if sure else "met by the median only") if met else "MISSED"
-        verdicts.append(f"- {q['ratio']}: {q['median']:.3f}x (target {q['sense']} "
-                        f"{q['target']:.2f}x: {verdict})")  # fmt: skip
-        lines.append(
-            f"| {q['ratio']} | {q['median']:.3f}x | {q['low']:.3f}-{q['high']:.3f} | "
-            f"{', '.join(f'{v:.3f}' for v in q['per_round'])} | {q['sense']} "
-            f"{q['target']:.2f}x |"
-        )
+        verdicts.append(f"- {q['ratio']}: {q['median']:.3f}x (target {target}: {verdict})")
     lines += [
         "",
         "Targets (reported, not asserted; met: the whole interval is on the right side):",
@@ -242,6 +259,10 @@ def main(argv: list[str]) -> int:
         "--queue-depth", type=int, default=2,
         help="rollouts a Ray actor holds at once (RayRolloutPool's queue_depth; default 2)",
     )  # fmt: skip
+    parser.add_argument(
+        "--compare-queue-depth", action="store_true",
+        help="also Ray actors holding one rollout at a time (rows ray-q1), in the same rounds",
+    )  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="2 modules, once: correctness")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
@@ -259,9 +280,10 @@ def main(argv: list[str]) -> int:
     ]
     (builtin,) = [m for m in BUILTIN_MODELS if m.task == "inliner"]
     policy = LinearPolicy.load(builtin.policy_path)
-    _log(f"{len(files)} modules x {repeats}, {rounds} round(s), configurations {CONFIGS}")
+    configs = COMPARED if args.compare_queue_depth else CONFIGS
+    _log(f"{len(files)} modules x {repeats}, {rounds} round(s), configurations {configs}")
     load_before = os.getloadavg()[0]
-    rows = measure(files, repeats, rounds, policy, args.queue_depth)
+    rows = measure(files, repeats, rounds, policy, args.queue_depth, configs)
     result = {
         "meta": {
             "command": "bench/ray_rollouts.py " + " ".join(argv),
@@ -271,6 +293,7 @@ def main(argv: list[str]) -> int:
             "rounds": rounds,
             "rollouts": len(files) * repeats,
             "queue_depth": args.queue_depth,
+            "compare_queue_depth": args.compare_queue_depth,
             "load_before": load_before,
         },
         "machine": machine(),
