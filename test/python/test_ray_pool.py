@@ -109,6 +109,19 @@ def dies_once(context: WorkerContext, item: Item) -> Seen:
     return Seen(item.index, os.getpid(), False)
 
 
+def items_0_and_1_die_once(context: WorkerContext, item: Item) -> Seen:
+    """Items 0 and 1 kill their worker process the first time they run: item 0 once item 1
+    is sent (queued behind it), item 1 once item 2 is (the driver has item 0's result then,
+    which a process that died at once could have taken with it); the others return at once.
+    """
+    first = item.folder / f"died-{item.index}"
+    if item.index < 2 and not first.exists():
+        assert wait_for(item.folder / f"sent-{item.index + 1}", 20)
+        first.write_text(str(os.getpid()))
+        os._exit(3)
+    return Seen(item.index, os.getpid(), False)
+
+
 def test_an_actor_gets_its_next_rollout_while_it_runs_one(tmp_path: Path) -> None:
     with RayRolloutPool(1) as pool:
         results = pool.map(awaits_next, items(3, tmp_path))
@@ -168,3 +181,16 @@ def test_a_rollout_that_fails_raises_its_own_exception(tmp_path: Path) -> None:
 
     with RayRolloutPool(1) as pool, pytest.raises(KeyError, match="item 1"):
         pool.map(fails, items(4, tmp_path))
+
+
+def test_a_rollout_queued_on_a_dead_worker_is_not_charged_an_attempt(tmp_path: Path) -> None:
+    # One worker, one retry per rollout. Item 0 dies with item 1 queued behind it; then
+    # item 1 dies the first time it runs. Had item 1 been charged for the first loss too,
+    # its second would have been one too many.
+    lines: list[str] = []
+    with RayRolloutPool(1, max_retries=1, log=lines.append) as pool:
+        results = pool.map(items_0_and_1_die_once, items(3, tmp_path))
+        summary = pool.summary()
+    assert [r.value.index for r in results] == [0, 1, 2]
+    assert summary["retried_rollouts"] == 2  # items 0 and 1, once each
+    assert summary["requeued_rollouts"] == 2  # item 1, then item 2 (queued behind item 1)
