@@ -30,10 +30,12 @@ Results: ``bench/results/ray-rollouts-<time>.json`` and ``.md``; the Markdown al
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -70,10 +72,28 @@ def niceness(context: WorkerContext, item: int) -> int:
     return os.nice(0)
 
 
-def rollout(context: WorkerContext, task: tuple[LinearPolicy, SharedFile]) -> int:
-    """One inliner rollout: the ``.text`` size of the module compiled with the policy."""
+def rollout(
+    context: WorkerContext, task: tuple[LinearPolicy, SharedFile]
+) -> tuple[int, float, float, str]:
+    """One inliner rollout: the ``.text`` size of the module compiled with the policy, when
+    it started and ended (``time.monotonic``, the same clock in every process of this
+    machine) and which worker ran it (process and thread)."""
     policy, module = task
-    return evaluate_policy(policy, context.local_path(module), timeout=600)[0]
+    start = time.monotonic()
+    size = evaluate_policy(policy, context.local_path(module), timeout=600)[0]
+    return size, start, time.monotonic(), f"{os.getpid()}/{threading.get_ident()}"
+
+
+def idle_between(runs: list[tuple[int, float, float, str]]) -> float:
+    """Mean time (s) a worker spent between the end of one of its rollouts and the start of
+    its next, over every worker."""
+    by_worker: dict[str, list[tuple[float, float]]] = {}
+    for _, start, end, worker in runs:
+        by_worker.setdefault(worker, []).append((start, end))
+    gaps = [
+        b[0] - a[1] for spans in by_worker.values() for a, b in itertools.pairwise(sorted(spans))
+    ]
+    return statistics.mean(gaps) if gaps else 0.0
 
 
 def fetch(context: WorkerContext, files: list[SharedFile]) -> int:
@@ -83,8 +103,9 @@ def fetch(context: WorkerContext, files: list[SharedFile]) -> int:
 
 def time_config(
     pool: RolloutPool, policy: LinearPolicy, files: list[Path], repeats: int
-) -> tuple[float, list[int]]:
-    """Wall time of the rollouts of ``files`` (each ``repeats`` times) on ``pool``."""
+) -> tuple[float, list[int], float]:
+    """Wall time of the rollouts of ``files`` (each ``repeats`` times) on ``pool``, their
+    sizes, and the mean time a worker was idle between two of them (s)."""
     shared = [pool.share(f) for f in files]  # outside the clock: done once per job
     # Warm the workers up, outside the clock, as a trainer's pool does once per job: each
     # worker fetches the modules (a Ray actor, from the object store, the first time one of
@@ -95,7 +116,9 @@ def time_config(
     tasks = [(policy, s) for s in shared for _ in range(repeats)]
     start = time.perf_counter()
     results = pool.map(rollout, tasks)
-    return time.perf_counter() - start, [r.value for r in results]
+    wall = time.perf_counter() - start
+    runs = [r.value for r in results]
+    return wall, [run[0] for run in runs], idle_between(runs)
 
 
 def median_interval(ratios: list[float], seed: int = 0) -> tuple[float, float, float]:
@@ -122,6 +145,7 @@ def measure(
 ) -> list[dict[str, Any]]:
     """Interleaved rounds of every configuration; one row per configuration."""
     walls: dict[tuple[str, int], list[float]] = {c: [] for c in configs}
+    idles: dict[tuple[str, int], list[float]] = {c: [] for c in configs}
     sizes: dict[tuple[str, int], list[int]] = {}
     nice: dict[str, int] = {}
     with ray_session(num_cpus=2):
@@ -138,9 +162,10 @@ def measure(
                 # The pool (Ray: its actors) starts outside the clock, as a trainer's
                 # does once per job.
                 with pools[config]() as pool:
-                    wall, got = time_config(pool, policy, files, repeats)
+                    wall, got, idle = time_config(pool, policy, files, repeats)
                     nice[config[0]] = pool.map(niceness, [0])[0].value
                 walls[config].append(wall)
+                idles[config].append(idle)
                 sizes.setdefault(config, got)
                 if got != sizes[config]:
                     raise RuntimeError(f"{config}: the sizes changed between rounds")
@@ -154,7 +179,7 @@ def measure(
     return [
         {"backend": b, "workers": w, "rollouts": count, "median_s": statistics.median(v),
          "samples_s": v, "rollouts_per_s": count / statistics.median(v),
-         "worker_niceness": nice[b]}
+         "worker_niceness": nice[b], "idle_ms": 1000 * statistics.median(idles[(b, w)])}
         for (b, w), v in walls.items()
     ]  # fmt: skip
 
@@ -200,8 +225,8 @@ def markdown(result: dict[str, Any]) -> str:
         + ("; `ray-q1`: Ray actors holding one at a time." if meta["compare_queue_depth"] else "."),
         "",
         "| backend | workers | niceness | wall (s) | rollouts/s | speed-up over 1 worker | "
-        "× local |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "× local | idle between rollouts (ms) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
         one = by[(r["backend"], 1)]["median_s"]
@@ -209,8 +234,15 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(
             f"| {r['backend']} | {r['workers']} | {r['worker_niceness']} | {r['median_s']:.2f} | "
             f"{r['rollouts_per_s']:.2f} | {one / r['median_s']:.2f}x | "
-            f"{r['median_s'] / local:.2f} |"
+            f"{r['median_s'] / local:.2f} | {r['idle_ms']:.2f} |"
         )
+    lines += [
+        "",
+        "Idle between rollouts: the mean time from the end of a worker's rollout to the start "
+        "of its next, as the rollouts timed themselves (median over the rounds); the time a "
+        "Ray actor waits for its next rollout, less sensitive to other load than the wall "
+        "times.",
+    ]
     lines += [
         "",
         "Ratios within a round (median over the rounds, bootstrap 95% interval of the "

@@ -29,7 +29,7 @@ def test_smoke_run_measures_every_pool_configuration(tmp_path: Path) -> None:
     assert {(r["backend"], r["workers"]) for r in rows} == {
         (b, w) for b in ("local", "ray") for w in (1, 2)
     }
-    assert all(r["rollouts"] == 2 and r["median_s"] > 0 for r in rows)
+    assert all(r["rollouts"] == 2 and r["median_s"] > 0 and r["idle_ms"] >= 0 for r in rows)
     assert "| ray | 2 |" in proc.stdout
     # The ratios within the round: Ray against local on 1 and 2 workers, Ray 1 against 2.
     assert [len(q["per_round"]) for q in result["ratios"]] == [1, 1, 1]
