@@ -150,6 +150,7 @@ class RolloutPool(Closing, ABC):
     def __init__(self) -> None:
         self._by_node: Counter[NodeInfo] = Counter()
         self._retried = 0
+        self._requeued = 0
         self._lost: list[NodeInfo] = []
 
     @property
@@ -210,7 +211,11 @@ class RolloutPool(Closing, ABC):
         return [r for r in results if r is not None]
 
     def summary(self) -> dict[str, Any]:
-        """What ran where: backend, workers, rollouts per node, retries, lost nodes (JSON)."""
+        """What ran where: backend, workers, rollouts per node, retries, lost nodes (JSON).
+
+        ``retried_rollouts`` counts the rollouts a lost worker was running (run again on
+        another), ``requeued_rollouts`` those it held queued, not started (sent to another).
+        """
         return {
             "backend": self.backend,
             "workers": self.workers,
@@ -221,6 +226,7 @@ class RolloutPool(Closing, ABC):
                 )
             ],
             "retried_rollouts": self._retried,
+            "requeued_rollouts": self._requeued,
             "lost_nodes": [node.to_dict() for node in self._lost],
         }
 

@@ -1,19 +1,26 @@
 """A rollout pool on Ray: one actor per worker, on this machine or across a cluster.
 
 Each worker is a Ray actor (:class:`RolloutWorker`) that runs one rollout at a time and
-owns the compilations it starts. The files a rollout reads are put once into Ray's object
-store (:meth:`RayRolloutPool.share`); an actor fetches a file's bytes the first time one
-of its rollouts asks for it and keeps them in its own private temporary folder, named by
-their SHA-256, so worker nodes need no shared file system, only the same mlbridge install.
+owns the compilations it starts. An actor holds its next rollout queued behind the one it
+runs (``queue_depth``, default 2), so that it starts it as soon as the first ends instead of
+idling for a round trip to the driver; the last rollouts of a map (fewer than the workers)
+go only to a free worker, so that none waits behind another's.
+
+The files a rollout reads are put once into Ray's object store
+(:meth:`RayRolloutPool.share`); an actor fetches a file's bytes the first time one of its
+rollouts asks for it and keeps them in its own private temporary folder, named by their
+SHA-256, so worker nodes need no shared file system, only the same mlbridge install.
 
 At start every actor runs the trainer's check (``setup``, e.g. that LLVM 22's tools are
 there); an actor whose check fails stops the pool with a message naming its node (id and
 IP) and the fix. When an actor or its node dies mid-rollout (``RayActorError``,
 ``NodeDiedError``, ``ObjectLostError``/``OwnerDiedError``, ``WorkerCrashedError``), the
-rollout goes to another live worker, a replacement actor is asked for (it joins when the
-cluster has room for it), and one line per lost node says which node it was and how many
-rollouts were retried. A rollout is retried at most ``max_retries`` times; with no worker
-left the map fails with :class:`~mlbridge.training.pool.RolloutPoolError`.
+rollout and the one queued behind it go to other live workers, a replacement actor is asked
+for (it joins when the cluster has room for it), and one line per lost node says which node
+it was and how many rollouts were retried. A rollout is retried at most ``max_retries``
+times (a queued one that never started is not counted); with no worker left the map fails
+with :class:`~mlbridge.training.pool.RolloutPoolError`. The results come back in the order
+of the items whatever ran where.
 
 :func:`ray_session` starts a local Ray instance (no dashboard, no usage statistics, Ray's
 own logging at warnings) or joins a cluster by address, and ends it.
@@ -232,6 +239,8 @@ class RolloutWorker:
         self._context = _ActorContext(
             NodeInfo(node_id, ray.util.get_node_ip_address()), self._folder
         )
+        self._fn: Callable[[WorkerContext, Any], Any] | None = None
+        self._fn_ref: Any = None  # the reference self._fn came from
 
     def ready(self, setup: Callable[[], None] | None) -> _WorkerReport:
         """Runs the trainer's check on this node; reports the node and any failure."""
@@ -244,16 +253,25 @@ class RolloutWorker:
         node = self._context.node
         return _WorkerReport(node.node_id, node.ip, os.getpid(), error)
 
-    def run(self, fn: Callable[[WorkerContext, Any], Any], item: Any) -> Any:  # noqa: ANN401
-        """One rollout."""
-        return fn(self._context, item)
+    def run(self, fn_box: list[Any], item: Any) -> Any:  # noqa: ANN401
+        """One rollout: ``fn(context, item)``, ``fn`` being in the object store at ``fn_box[0]``.
+
+        The rollout function comes as a reference inside a list, which Ray hands over as
+        it is, and is fetched once per map (a pool's map puts its function once), not once
+        per rollout.
+        """
+        ref = fn_box[0]
+        if self._fn is None or self._fn_ref != ref:
+            self._fn = _ray().get(ref)
+            self._fn_ref = ref
+        return self._fn(self._context, item)
 
     def close(self) -> None:
         """Removes the worker's folder."""
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
-@dataclass
+@dataclass(eq=False)  # one per actor, compared (and hashed) by identity
 class _Worker:
     handle: Any
     node: NodeInfo
@@ -269,7 +287,11 @@ class RayRolloutPool(RolloutPool):
         setup: Run by every actor at start (and by every replacement); an exception fails
             the pool with the actor's node named. It is pickled to the actors.
         cpus_per_worker: CPUs Ray reserves for each actor (a rollout runs compilers).
-        max_retries: How often one rollout may be moved off a lost worker.
+        max_retries: How often one rollout may be moved off a lost worker (counted for
+            the rollout the worker was running, not for those queued behind it).
+        queue_depth: Rollouts an actor holds at once: the one it runs and the ones queued
+            behind it, which it starts as soon as the one before ends (1: the next is sent
+            when this process hears that the last one ended).
         max_replacements: Replacement actors asked for, once the pool has started, for
             workers lost (default: ``2 * workers``), so that a crash loop ends. Before that,
             up to ``2 * workers`` actors that die while starting are started again.
@@ -293,6 +315,7 @@ class RayRolloutPool(RolloutPool):
         setup: Callable[[], None] | None = None,
         cpus_per_worker: float = 1.0,
         max_retries: int = 3,
+        queue_depth: int = 2,
         max_replacements: int | None = None,
         start_timeout: float = DEFAULT_START_TIMEOUT_S,
         runtime_env: dict[str, Any] | None = None,
@@ -307,6 +330,8 @@ class RayRolloutPool(RolloutPool):
             )
         if workers < 1:
             raise ValueError(f"a pool needs at least one worker, got {workers}")
+        if queue_depth < 1:
+            raise ValueError(f"an actor holds at least one rollout, got {queue_depth}")
         cpus = ray.cluster_resources().get("CPU", 0)
         if workers * cpus_per_worker > cpus:
             raise RolloutPoolError(
@@ -317,6 +342,7 @@ class RayRolloutPool(RolloutPool):
             )
         self._ray = ray
         self._max_retries = max_retries
+        self._queue_depth = queue_depth
         self._replacements_left = 2 * workers if max_replacements is None else max_replacements
         self._start_timeout = start_timeout
         self._log = log or (lambda m: print(f"mlbridge: {m}", file=sys.stderr, flush=True))
@@ -467,20 +493,60 @@ class RayRolloutPool(RolloutPool):
     ) -> Iterator[tuple[int, Rollout[R]]]:
         ray = self._ray
         lost_errors = _lost_worker_errors()
-        fn_ref = ray.put(fn)
+        fn_box = [ray.put(fn)]  # a reference in a list: the actor fetches it once (run())
         queue = deque(range(len(items)))
-        idle: deque[_Worker] = deque(self._live)
+        # Per live worker, its rollouts in the order they were sent: the first runs (or is
+        # about to), the others wait in the actor's queue (an actor runs its calls in order).
+        sent: dict[_Worker, deque[Any]] = {}
         in_flight: dict[Any, tuple[int, _Worker]] = {}
         attempts = [0] * len(items)
-        # Per lost node in this map: why, and how many rollouts were moved off it.
+        # Per lost node in this map: why, and how many rollouts it was running (retried) and
+        # held queued (sent to the other workers) when it was lost.
         lost_here: dict[NodeInfo, list[Any]] = {}
+
+        def send() -> None:
+            # Every worker without a rollout gets one; then, while more are left than there
+            # are workers, each gets its next one queued behind the one it runs, so that it
+            # starts it without waiting for this process to hear of the first. The last
+            # rollouts (fewer than the workers) go only to a worker that is free, so that
+            # none waits behind another's while a worker has nothing to do.
+            for depth in range(self._queue_depth):
+                for worker in self._live:
+                    if not queue or (depth > 0 and len(queue) < len(self._live)):
+                        return
+                    refs = sent.setdefault(worker, deque())
+                    if len(refs) == depth:
+                        index = queue.popleft()
+                        ref = worker.handle.run.remote(fn_box, items[index])
+                        refs.append(ref)
+                        in_flight[ref] = (index, worker)
+
+        def lose(worker: _Worker, error: BaseException) -> None:
+            # Every rollout sent to the worker goes back to the queue, in item order, ahead
+            # of the others. The one it was running counts an attempt of its item; the ones
+            # waiting behind it never started.
+            self._lose(worker)
+            indices = [in_flight.pop(ref)[0] for ref in sent.pop(worker, deque())]
+            entry = lost_here.setdefault(worker.node, [_first_line(error), 0, 0])
+            if not indices:
+                return
+            running = indices[0]
+            attempts[running] += 1
+            if attempts[running] > self._max_retries:
+                raise RolloutPoolError(
+                    f"item {running} lost its worker {attempts[running]} times "
+                    f"(last on {worker.node.describe()}: {_first_line(error)}); giving up"
+                ) from None
+            entry[1] += 1
+            entry[2] += len(indices) - 1
+            self._retried += 1
+            self._requeued += len(indices) - 1
+            queue.extendleft(sorted(indices, reverse=True))
+
         try:
             while queue or in_flight:
-                idle.extend(self._adopt_replacements(timeout=0))
-                while queue and idle:
-                    worker = idle.popleft()
-                    index = queue.popleft()
-                    in_flight[worker.handle.run.remote(fn_ref, items[index])] = (index, worker)
+                self._adopt_replacements(timeout=0)
+                send()
                 if not in_flight:  # work is left and every worker is gone
                     if not self._starting:
                         raise RolloutPoolError(
@@ -497,41 +563,32 @@ class RayRolloutPool(RolloutPool):
                             f"replacement started within {self._start_timeout:g} s: add "
                             "nodes to the cluster"
                         )
-                    idle.extend(adopted)
                     continue
-                finished, _ = ray.wait(list(in_flight), num_returns=1)
-                for ref in finished:
-                    index, worker = in_flight.pop(ref)
-                    try:
-                        value = ray.get(ref)
-                    except lost_errors as e:
-                        self._lose(worker)
-                        attempts[index] += 1
-                        entry = lost_here.setdefault(worker.node, [_first_line(e), 0])
-                        if attempts[index] > self._max_retries:
-                            raise RolloutPoolError(
-                                f"item {index} lost its worker {attempts[index]} times "
-                                f"(last on {worker.node.describe()}: {_first_line(e)}); "
-                                "giving up"
-                            ) from None
-                        entry[1] += 1
-                        self._retried += 1
-                        queue.appendleft(index)
-                        continue
-                    except ray.exceptions.RayTaskError as e:
-                        cause = getattr(e, "cause", None)
-                        if isinstance(cause, Exception):
-                            raise cause from None
-                        raise
-                    idle.append(worker)
-                    yield index, Rollout(value, worker.node)
+                (ref,), _ = ray.wait(list(in_flight), num_returns=1)
+                index, worker = in_flight[ref]
+                try:
+                    value = ray.get(ref)
+                except lost_errors as e:
+                    lose(worker, e)
+                    continue
+                except ray.exceptions.RayTaskError as e:
+                    cause = getattr(e, "cause", None)
+                    if isinstance(cause, Exception):
+                        raise cause from None
+                    raise
+                del in_flight[ref]
+                sent[worker].remove(ref)
+                send()  # the worker's next rollout is queued before this one is handed on
+                yield index, Rollout(value, worker.node)
         finally:
-            for node, (reason, count) in lost_here.items():
+            for node, (reason, count, queued) in lost_here.items():
                 retried = (
                     f"; retried {count} rollout{'s' if count != 1 else ''} on the other workers"
                     if count
                     else ""
                 )
+                if queued:
+                    retried += f" (and {queued} queued behind {'it' if count == 1 else 'them'})"
                 self._log(
                     f"lost the Ray worker on {node.describe()} ({reason}){retried}, "
                     f"{len(self._live)} left"

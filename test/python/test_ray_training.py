@@ -456,7 +456,8 @@ def test_killing_the_worker_node_mid_job_still_ends_with_a_model(
     worker_id, worker_ip = ids["node_worker"]
     match = re.search(
         rf"lost the Ray worker on node {worker_id} \({re.escape(worker_ip)}, node_worker\) "
-        r"\(\w+Error: .*\); retried (\d+) rollouts? on the other workers, 1 left",
+        r"\(\w+Error: .*\); retried (\d+) rollouts? on the other workers"
+        r"(?: \(and (\d+) queued behind (?:it|them)\))?, 1 left",
         lost[0],
     )
     assert match, lost[0]
@@ -465,6 +466,7 @@ def test_killing_the_worker_node_mid_job_still_ends_with_a_model(
         {"node_id": worker_id, "ip": worker_ip, "labels": ["node_worker"]}
     ]
     assert pool["retried_rollouts"] == int(match.group(1)) >= 1
+    assert pool["requeued_rollouts"] == int(match.group(2) or 0)
     # Every compilation still ran once to completion, the ones after the loss on the head.
     assert sum(n["rollouts"] for n in pool["rollouts_by_node"]) == 21
     assert re.search(r"iteration 2/2: saving", log)
