@@ -15,7 +15,10 @@ Reported per project, against stock ``-Oz``:
 - the flips that help, which way (inline where the policy did not, or the reverse), and
   what they save summed (the *one-step headroom*: an estimate, flips interact);
 - *combined*: each module compiled once with all its helping flips applied together (a
-  real object: a size some sequence of decisions reaches).
+  real object: a size some sequence of decisions reaches). A flip changes which questions
+  follow it, so the flips are not applied by position: a call site is known by its
+  features (every value the compiler sends) and how many identical ones came before it,
+  and a question whose key is a helping flip's is answered the other way.
 
 This bounds what the issue-18 target (3% smaller than ``-Oz`` in allocated bytes on the
 held-out projects) asks of a policy that starts from this one: a policy that learned every
@@ -43,6 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mlbridge.compiler.pipe import Observation
 from mlbridge.corpus import load_manifest
 from mlbridge.corpus.fetch import default_corpus_dir
@@ -63,23 +68,57 @@ def _log(message: str) -> None:
     print(f"inliner-headroom: {message}", file=sys.stderr, flush=True)
 
 
-class FlippedPolicy:
-    """The policy's answers, except at the given positions of the question sequence.
+Key = tuple[tuple[Any, ...], int]
 
-    One instance per compilation. ``answers`` records every answer given, in order.
+#: Features that other decisions change: the module's call graph, and the caller (which
+#: grows with every call inlined into it). They are left out of a call site's key (found
+#: by measurement: with them, a third of the helping flips were found again in the
+#: combined compilation; without, two thirds).
+MODULE_FEATURES = frozenset(
+    {
+        "node_count",
+        "edge_count",
+        "caller_basic_block_count",
+        "caller_conditionally_executed_blocks",
+        "caller_users",
+    }
+)
+
+
+class FlippedPolicy:
+    """The policy's answers, except at the given positions or call sites.
+
+    A call site's key is every value the compiler sent for it, with how many questions
+    with the same values came before it in the compilation. One instance per
+    compilation; ``answers`` and ``keys`` record every answer given and its key, in order.
     """
 
-    def __init__(self, policy: LinearPolicy, flips: Iterable[int] = ()) -> None:
+    def __init__(
+        self, policy: LinearPolicy, flips: Iterable[int] = (), keys: Iterable[Key] = ()
+    ) -> None:
         self.policy = policy
         self.flips = frozenset(flips)
+        self.flip_keys = frozenset(keys)
         self.answers: list[int] = []
+        self.keys: list[Key] = []
+        self._seen: dict[tuple[Any, ...], int] = {}
+        self.flipped = 0
 
     def __call__(self, observation: Observation) -> int:
-        """The policy's answer, flipped at the positions in ``flips``."""
+        """The policy's answer, flipped at ``flips`` and at call sites in ``keys``."""
+        values = tuple(
+            (name, np.asarray(observation[name]).tobytes())
+            for name in sorted(observation)
+            if name not in MODULE_FEATURES
+        )
+        key = (values, self._seen.get(values, 0))
+        self._seen[values] = key[1] + 1
         answer = self.policy(observation)
-        if len(self.answers) in self.flips:
+        if len(self.answers) in self.flips or key in self.flip_keys:
             answer = 1 - answer
+            self.flipped += 1
         self.answers.append(answer)
+        self.keys.append(key)
         return answer
 
 
@@ -94,7 +133,9 @@ class ModuleResult:
     decisions: int
     # position -> (policy's answer, size with that decision flipped)
     flips: dict[int, tuple[int, int]] = field(default_factory=dict)
+    tried: int = 0
     combined: int | None = None
+    applied: int = 0
 
     @property
     def helping(self) -> dict[int, tuple[int, int]]:
@@ -123,11 +164,59 @@ def measure_module(
         sizes = ex.map(lambda k: _size(FlippedPolicy(policy, [k]), module), positions)
         for k, flipped in zip(positions, sizes, strict=True):
             result.flips[k] = (base.answers[k], flipped)
+    result.tried = len(positions)
     if result.helping:
-        result.combined = _size(FlippedPolicy(policy, result.helping), module)
+        result.combined, result.applied = combine(policy, module, base, result.helping)
     else:
         result.combined = size
     return result
+
+
+def combine(
+    policy: LinearPolicy, module: Path, base: FlippedPolicy, helping: Iterable[int]
+) -> tuple[int, int]:
+    """The size with the helping flips applied by call site (see :class:`FlippedPolicy`).
+
+    Returns:
+        The size, and how many answers were flipped (a helping flip's call site may not be
+        asked again, or with other values, once other flips changed the module).
+    """
+    combined = FlippedPolicy(policy, keys=[base.keys[k] for k in helping])
+    return _size(combined, module), combined.flipped
+
+
+def recombine(
+    previous: dict[str, Any], paths: dict[tuple[str, str], Path], policy: LinearPolicy
+) -> list[ModuleResult]:
+    """A previous run's flips, with the combined column measured again (``--reuse``).
+
+    Raises:
+        SystemExit: If a module is missing or the policy no longer compiles it to the
+            recorded size (another policy, or other tools).
+    """
+    results = []
+    for m in track(previous["modules"], description="inliner-headroom: recombine", unit="module"):
+        path = paths.get((m["project"], m["module"]))
+        if path is None:
+            raise SystemExit(f"inliner-headroom: {m['project']}/{m['module']} is not in the corpus")
+        base = FlippedPolicy(policy)
+        size = _size(base, path)
+        if size != m["policy"]:
+            raise SystemExit(
+                f"inliner-headroom: {m['module']} compiles to {size} bytes, the run recorded "
+                f"{m['policy']}: run the flips again (another policy or other tools)"
+            )
+        helping = {int(k): (int(a), int(v)) for k, (a, v) in m["helping"].items()}
+        result = ModuleResult(
+            m["project"], m["module"], m["stock"], size, m["decisions"], helping,
+            int(m.get("flips", m["decisions"])),
+        )  # fmt: skip
+        if helping:
+            result.combined, result.applied = combine(policy, path, base, helping)
+        else:
+            result.combined = size
+        results.append(result)
+    return results
 
 
 def summarize(results: list[ModuleResult]) -> list[dict[str, Any]]:
@@ -145,7 +234,7 @@ def summarize(results: list[ModuleResult]) -> list[dict[str, Any]]:
                 "project": project,
                 "modules": len(sel),
                 "decisions": sum(r.decisions for r in sel),
-                "flips": sum(len(r.flips) for r in sel),
+                "flips": sum(r.tried for r in sel),
                 "helping": len(helping),
                 "helping_inline_more": sum(1 for _, a in helping if a == 0),
                 "stock": stock,
@@ -155,6 +244,7 @@ def summarize(results: list[ModuleResult]) -> list[dict[str, Any]]:
                 "one_step_pct": 100.0 * (policy - saving - stock) / stock,
                 "combined": combined,
                 "combined_pct": 100.0 * (combined - stock) / stock,
+                "applied": sum(r.applied for r in sel),
             }
         )
     return rows
@@ -167,10 +257,16 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, wall: float) 
         "",
         f"Allocated bytes of the objects (`llc-22 -O2`), against stock `opt-22 -Oz`. "
         f"Flips per module: {args.flips_per_module or 'every decision'}; "
-        f"{wall:.0f} s on {machine()['summary']}.",
+        f"{wall:.0f} s on {machine()['summary']}"
+        + (
+            f" (the flips from {Path(args.reuse).name}, {args.flips_wall:.0f} s; the combined "
+            "column measured again)."
+            if args.reuse
+            else "."
+        ),
         "",
         "| project | modules | decisions | flips | helping (inline more) | stock | policy "
-        "| + every helping flip, summed | all helping flips compiled together |",
+        "| + every helping flip, summed | helping flips compiled together (flips applied) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -179,7 +275,7 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, wall: float) 
             f"| {r['helping']} ({r['helping_inline_more']}) | {r['stock']} "
             f"| {r['policy']} ({r['policy_pct']:+.2f}%) "
             f"| {r['policy'] - r['one_step_saving']} ({r['one_step_pct']:+.2f}%) "
-            f"| {r['combined']} ({r['combined_pct']:+.2f}%) |"
+            f"| {r['combined']} ({r['combined_pct']:+.2f}%; {r['applied']}) |"
         )
     return "\n".join(out) + "\n"
 
@@ -196,6 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, metavar="N", help="compilations at once")
     parser.add_argument("--seed", type=int, default=0, help="draws the sampled flips")
     parser.add_argument("--smoke", action="store_true", help="1 module, 8 flips: correctness")
+    parser.add_argument(
+        "--reuse",
+        metavar="JSON",
+        help="take the flips of this earlier run (its JSON) and measure only the combined "
+        "column again",
+    )
     parser.add_argument("--out", metavar="DIR", default=str(ROOT / "bench" / "results"))
     args = parser.parse_args(argv)
     if args.policy:
@@ -218,10 +320,17 @@ def main(argv: list[str] | None = None) -> int:
         _log(f"no {args.split} module{' of ' + args.projects if args.projects else ''}")
         return 2
     start = time.perf_counter()
-    results = [
-        measure_module(p, m, policy, args.flips_per_module, args.seed, args.jobs)
-        for p, m in track(modules, description="inliner-headroom: modules", unit="module")
-    ]
+    if args.reuse:
+        previous = json.loads(Path(args.reuse).read_text())
+        args.flips_per_module = previous["flips_per_module"]
+        paths = {(p, m.name): m for p, m in modules}
+        results = recombine(previous, paths, policy)
+        args.flips_wall = previous["wall_s"]
+    else:
+        results = [
+            measure_module(p, m, policy, args.flips_per_module, args.seed, args.jobs)
+            for p, m in track(modules, description="inliner-headroom: modules", unit="module")
+        ]
     wall = time.perf_counter() - start
     rows = summarize(results)
     report = markdown(rows, args, wall)
@@ -245,7 +354,9 @@ def main(argv: list[str] | None = None) -> int:
                         "stock": r.stock,
                         "policy": r.policy,
                         "decisions": r.decisions,
+                        "flips": r.tried,
                         "combined": r.combined,
+                        "applied": r.applied,
                         "helping": {str(k): v for k, v in r.helping.items()},
                     }
                     for r in results
