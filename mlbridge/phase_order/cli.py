@@ -22,7 +22,7 @@ _REINFORCE_ONLY = (
     "modules_per_iteration",
     "episodes_per_module",
 )
-_PPO_ONLY = ("steps_per_iteration", "minibatch_size", "ppo_epochs")
+_PPO_ONLY = ("steps_per_iteration", "minibatch_size", "ppo_epochs", "init_policy")
 
 
 def add_train_parser(sub: Any) -> argparse.ArgumentParser:
@@ -176,6 +176,13 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
         metavar="N",
         help=f"passes over each iteration's decisions (default {ppo.epochs})",
     )
+    ppo_group.add_argument(
+        "--init-policy",
+        metavar="FILE",
+        help="start the policy network from this policy.json (of either algorithm: e.g. "
+        "one REINFORCE warm-started by behaviour cloning with --teacher, or a built-in "
+        "model's); the value network starts from random (default: both from random)",
+    )
     p.add_argument(
         "--seed",
         type=int,
@@ -214,6 +221,26 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _check_init_policy(path: str, hidden: int) -> None:
+    """Refuses an ``--init-policy`` that is no policy or has another hidden width.
+
+    Raises:
+        CLIError: Naming the file and the fix.
+    """
+    from mlbridge.errors import CLIError, MLBridgeError
+    from mlbridge.phase_order.policy import PhasePolicy
+
+    try:
+        policy = PhasePolicy.load(path)
+    except MLBridgeError as e:
+        raise CLIError(f"--init-policy: {e}") from e
+    if policy.hidden != hidden:
+        raise CLIError(
+            f"--init-policy {path} has hidden width {policy.hidden}, the policy to train "
+            f"{hidden}: give --hidden {policy.hidden}"
+        )
+
+
 def _check_algorithm_options(args: argparse.Namespace) -> None:
     """Refuses the other algorithm's options and fills in the defaults of this one's.
 
@@ -239,6 +266,8 @@ def _check_algorithm_options(args: argparse.Namespace) -> None:
                 "--algorithm rllib-ppo runs on Ray (RLlib's env runners are Ray actors): "
                 "drop --no-ray"
             )
+        if args.init_policy is not None:
+            _check_init_policy(args.init_policy, args.hidden)
         s = PPOSettings()
         for name, default in (
             ("steps_per_iteration", s.steps_per_iteration),
@@ -362,6 +391,7 @@ def run_train(args: argparse.Namespace) -> int:
                     observation=args.observation,
                     ir2vec_vocab=args.ir2vec_vocab,
                     actions=args.actions,
+                    init_policy=args.init_policy,
                 )
                 from mlbridge.phase_order.rllib_ppo import train_phase_order_ppo
 

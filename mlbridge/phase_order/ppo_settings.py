@@ -37,6 +37,10 @@ class PPOSettings:
         ir2vec_vocab: The vocabulary for ``ir2vec``.
         actions: A file of sub-sequences; default the pass's built-in set.
         timeout: Bound of every wait on the compiler, seconds.
+        init_policy: A :class:`~mlbridge.phase_order.policy.PhasePolicy` file
+            (``policy.json`` of either trainer, e.g. one warm-started by behaviour cloning)
+            whose weights the policy network starts from; the value network starts from
+            random. ``None``: both from random.
     """
 
     iterations: int = 120
@@ -56,6 +60,7 @@ class PPOSettings:
     ir2vec_vocab: str | None = None
     actions: str | None = None
     timeout: float = 300.0
+    init_policy: str | None = None
 
     def check(self) -> None:
         """Refuses settings RLlib would fail on later.

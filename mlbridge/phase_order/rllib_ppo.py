@@ -80,8 +80,9 @@ __all__ = [
 
 Obs = dict[str, np.ndarray]
 
-#: Settings a resumed run may change: how long it runs and on how many env runners.
-_RESUMABLE_CHANGES = frozenset({"iterations", "workers"})
+#: Settings a resumed run may change: how long it runs and on how many env runners (and
+#: the start policy, which a resumed run does not read: its weights come from the checkpoint).
+_RESUMABLE_CHANGES = frozenset({"iterations", "workers", "init_policy"})
 
 
 class RLlibPhaseOrderEnv(gymnasium.Wrapper):  # type: ignore[type-arg]
@@ -372,12 +373,47 @@ def train_phase_order_ppo(
                 f"and the plugin at {plugin_path}"
             ) from e
         try:
+            if settings.init_policy is not None and not resume:
+                _start_from(algo, settings.init_policy, say)
             return _train(
                 algo, modules, settings, plugin_path, say, log, metrics, checkpoints,
                 checkpoint_every, resume, check_modules,
             )  # fmt: skip
         finally:
             algo.stop()
+
+
+def _start_from(algo: Any, path: str, say: Callable[[str], None]) -> None:  # noqa: ANN401
+    """Gives the policy network the weights of the :class:`PhasePolicy` at ``path``.
+
+    The value network keeps its random start. The env runners get the weights before the
+    first episode.
+
+    Raises:
+        PhaseOrderError: If the policy's shapes are not the network's (another
+            observation, action set or hidden width).
+    """
+    policy = PhasePolicy.load(path)
+    weights = algo.learner_group.get_weights([DEFAULT_MODULE_ID])
+    current = weights[DEFAULT_MODULE_ID]
+    start = {f"pi.{k}": v.detach().cpu().numpy() for k, v in policy.state_dict().items()}
+    wrong = [
+        f"{k} {tuple(v.shape)} against {tuple(np.shape(current[k]))}"
+        for k, v in start.items()
+        if k not in current or tuple(v.shape) != tuple(np.shape(current[k]))
+    ]
+    if wrong:
+        raise PhaseOrderError(
+            f"{path} does not fit this training's policy network ({'; '.join(wrong)}): it "
+            "was trained with another observation, action set or --hidden; train with the "
+            "settings it was made with"
+        )
+    weights[DEFAULT_MODULE_ID] = {**current, **start}
+    algo.learner_group.set_weights(weights)
+    algo.env_runner_group.sync_weights(
+        from_worker_or_learner_group=algo.learner_group, inference_only=True
+    )
+    say(f"the policy network starts from {path} (the value network from random)")
 
 
 def _train(

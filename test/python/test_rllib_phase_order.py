@@ -204,3 +204,31 @@ def test_a_reinforce_checkpoint_folder_is_refused_by_rllib_ppo(corpus: Path, tmp
     )  # fmt: skip
     assert status == 1
     assert f"no checkpoint to resume from in {folder}" in capsys.readouterr().err
+
+
+def test_ppo_starts_its_policy_network_from_the_init_policy(ppo_run, corpus: Path, tmp_path):
+    trained, _ = ppo_run
+    start = PhasePolicy.load(trained / "policy.json")
+    out = tmp_path / "out"
+    # With a step size of 0 PPO's updates change nothing: what comes out is where it started.
+    status, log = train(corpus, out, "--workers", "1", "--iterations", "1", "--learning-rate",
+                        "0", "--init-policy", str(trained / "policy.json"))  # fmt: skip
+    assert status == 0, log
+    assert "the policy network starts from" in log
+    end = PhasePolicy.load(out / "policy.json")
+    for name, value in start.state_dict().items():
+        assert torch.equal(end.state_dict()[name], value), name
+
+
+def test_an_init_policy_of_another_hidden_width_is_refused(ppo_run, tmp_path, capsys):
+    from mlbridge.cli import main
+
+    trained, _ = ppo_run
+    status = main(
+        ["train", "phase-order", "--algorithm", "rllib-ppo", "-o", str(tmp_path / "out"),
+         "--hidden", "32", "--init-policy", str(trained / "policy.json")]
+    )  # fmt: skip
+    assert status == 1
+    err = capsys.readouterr().err
+    assert "has hidden width 64, the policy to train 32: give --hidden 64" in err
+    assert "Traceback" not in err
