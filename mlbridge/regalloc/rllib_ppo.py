@@ -133,9 +133,8 @@ _SMOOTHING = 20
 #: Settings a resumed run may change: how long it runs, on how many env runners, and the
 #: initial policy (the checkpoint's weights replace it).
 _RESUMABLE_CHANGES = frozenset({"iterations", "workers", "init_policy"})
-#: The number of columns of the padded candidates (registers or blocks).
-_CANDIDATE_COLUMNS = len(REGISTER_FEATURES)
-assert len(BLOCK_FEATURES) == _CANDIDATE_COLUMNS
+#: The number of columns of each agent's padded candidates (registers, blocks).
+_CANDIDATE_COLUMNS = {"coloring": len(REGISTER_FEATURES), "split": len(BLOCK_FEATURES)}
 
 
 # -- observations --------------------------------------------------------------------------
@@ -147,7 +146,7 @@ def observation_spaces(settings: RegallocPPOSettings) -> dict[str, gymnasium.spa
     ``node_features`` [max_nodes, 11] and ``num_nodes``; ``edges`` [max_edges, 2] and
     ``num_edges``; ``node`` (the live range being colored or split, 0 for priority);
     coloring: ``candidates`` [max_registers, 5] (``register_features``), split:
-    ``candidates`` [max_blocks, 5] (``block_features``), and ``num_candidates``;
+    ``candidates`` [max_blocks, 6] (``block_features``), and ``num_candidates``;
     ``action_mask`` over the agent's actions (:func:`action_counts`), 0 on padding.
     """
     from gymnasium import spaces
@@ -166,7 +165,9 @@ def observation_spaces(settings: RegallocPPOSettings) -> dict[str, gymnasium.spa
         }
         if agent != "priority":
             c = counts[agent] - 1
-            fields["candidates"] = spaces.Box(-np.inf, np.inf, (c, _CANDIDATE_COLUMNS), np.float32)
+            fields["candidates"] = spaces.Box(
+                -np.inf, np.inf, (c, _CANDIDATE_COLUMNS[agent]), np.float32
+            )
             fields["num_candidates"] = spaces.Box(0, c, (1,), np.int64)
         out[agent] = spaces.Dict(fields)
     return out
@@ -214,11 +215,12 @@ def _pad(
         out[MASK] = padded
         return out, n
     name = "register_features" if agent == "coloring" else "block_features"
-    cand = np.asarray(obs[name], dtype=np.float32).reshape(-1, _CANDIDATE_COLUMNS)
+    columns = _CANDIDATE_COLUMNS[agent]
+    cand = np.asarray(obs[name], dtype=np.float32).reshape(-1, columns)
     c = cand.shape[0]
     if c > width - 1:
         return None
-    out["candidates"] = np.zeros((width - 1, _CANDIDATE_COLUMNS), np.float32)
+    out["candidates"] = np.zeros((width - 1, columns), np.float32)
     out["candidates"][:c] = cand
     out["num_candidates"] = np.array([c], np.int64)
     padded[:c] = mask[:c]
@@ -547,7 +549,7 @@ class RLlibRegallocEnv(MultiAgentEnv):
 
 
 def _block_inputs(block_features: torch.Tensor) -> torch.Tensor:
-    """The split head's transform of raw ``block_features`` [S, 5]: ``log1p`` of each."""
+    """The split head's transform of raw ``block_features`` [S, 6]: ``log1p`` of each."""
     return torch.log1p(torch.relu(block_features))
 
 

@@ -451,9 +451,13 @@ private:
 
   /// The blocks the current node may be split around: those with its own
   /// uses or defs (not the copies of earlier splits), when there are at least
-  /// two, and leaving out blocks where a split would need more than two
-  /// copies at the block's borders (landing pads, blocks with an asm goto,
-  /// terminators that read or write it, inline assembly using it).
+  /// two or a block of the second kind, and those it lives through that
+  /// contain a call (no use of it, no
+  /// copy of an earlier split of it: split around such a block, the rest of
+  /// the live range no longer crosses that call's clobbers). Left out are
+  /// blocks where a split would need more than two copies at the block's
+  /// borders (landing pads, blocks with an asm goto, terminators that read
+  /// or write it, inline assembly using it).
   void computeSplitCandidates(Register Reg) {
     SplitCandidates.clear();
     const LiveInterval &LI = LIS.getInterval(Reg);
@@ -464,29 +468,48 @@ private:
     SmallPtrSet<MachineBasicBlock *, 8> Refused;
     for (MachineInstr &MI : MRI.reg_nodbg_instructions(Reg)) {
       MachineBasicBlock *MBB = MI.getParent();
-      if (SplitCopies.contains(&MI))
+      if (SplitCopies.contains(&MI)) {
+        Refused.insert(MBB); // split out once already (if it had no uses)
         continue;
+      }
       ++Uses[MBB];
       if (MI.isTerminator() || MI.isInlineAsm())
         Refused.insert(MBB);
     }
-    if (Uses.size() < 2)
-      return;
     for (MachineBasicBlock &MBB : MF) {
       auto It = Uses.find(&MBB);
-      if (It == Uses.end() || Refused.contains(&MBB) || MBB.isEHPad() ||
-          MBB.mayHaveInlineAsmBr() || MBB.isInlineAsmBrIndirectTarget())
+      const unsigned BlockUseCount = It == Uses.end() ? 0 : It->second;
+      if (Refused.contains(&MBB) || MBB.isEHPad() || MBB.mayHaveInlineAsmBr() ||
+          MBB.isInlineAsmBrIndirectTarget())
         continue;
+      unsigned Calls = 0;
+      for (const MachineInstr &MI : MBB)
+        Calls += MI.isCall();
+      const bool LiveIn = LIS.isLiveInToMBB(LI, &MBB);
+      const bool LiveOut = LIS.isLiveOutOfMBB(LI, &MBB);
+      if (BlockUseCount == 0) {
+        // Lives through a call: worth splitting out even with no use here.
+        if (!LiveIn || !LiveOut || Calls == 0)
+          continue;
+      }
       SplitCandidate C;
       C.Block = &MBB;
       C.Features[BlockFrequency] =
           std::log2(1.0 + MBFI.getBlockFreqRelativeToEntryBlock(&MBB));
-      C.Features[BlockUses] = static_cast<float>(It->second);
-      C.Features[BlockLiveIn] = LIS.isLiveInToMBB(LI, &MBB);
-      C.Features[BlockLiveOut] = LIS.isLiveOutOfMBB(LI, &MBB);
+      C.Features[BlockUses] = static_cast<float>(BlockUseCount);
+      C.Features[BlockLiveIn] = LiveIn;
+      C.Features[BlockLiveOut] = LiveOut;
       C.Features[BlockInstructions] = static_cast<float>(MBB.size()) / 100.0f;
+      C.Features[BlockCalls] = static_cast<float>(Calls);
       SplitCandidates.push_back(C);
     }
+    // All its uses in one block and no call to split out: nothing to split
+    // them from.
+    if (Uses.size() < 2 &&
+        none_of(SplitCandidates, [](const SplitCandidate &C) {
+          return C.Features[BlockUses] == 0;
+        }))
+      SplitCandidates.clear();
   }
 
   /// The coloring agent chose to spill the current node: with candidate

@@ -16,10 +16,11 @@
 ///     among the legal ones (free, or held only by live ranges it may evict,
 ///     which are then spilled), or spilling it;
 ///   - with MLRegAllocOptions::Split, the split agent acts when the coloring
-///     agent chose to spill a live range that has uses in several blocks:
-///     it picks one of those blocks to split the live range around (a new
-///     live range holds the value inside the block, copies at its borders;
-///     both go back to the queue), or spilling after all.
+///     agent chose to spill a live range that has uses in several blocks or
+///     lives through a block with a call: it picks one of those blocks to
+///     split the live range around (a new live range holds the value inside
+///     the block, copies at its borders; both go back to the queue), or
+///     spilling after all.
 ///
 /// The agent that acts next depends on the previous outcome. Splitting is
 /// the allocator's own (LLVM's SplitKit is not in the installed headers).
@@ -36,7 +37,7 @@
 ///   node               int64 [1]      the live range being colored, or -1
 ///   register_features  float [R, 5]   coloring: one row per candidate
 ///                                     register (RegisterFeature); else R = 0
-///   block_features     float [S, 5]   split: one row per candidate block
+///   block_features     float [S, 6]   split: one row per candidate block
 ///                                     (BlockFeature); else S = 0
 ///   action_mask        int64 [A]      1 where the action is legal
 ///   advice: regalloc_action  int64 [1], an index of a nonzero action_mask
@@ -108,6 +109,7 @@ enum BlockFeature : unsigned {
   BlockLiveIn,       ///< 1 if it is live into the block
   BlockLiveOut,      ///< 1 if it is live out of the block
   BlockInstructions, ///< the block's instructions, / 100
+  BlockCalls,        ///< the block's calls (each clobbers registers)
   NumBlockFeatures
 };
 

@@ -328,7 +328,7 @@ def test_the_rlmodule_scores_the_padded_query_as_the_graph_network_and_masks_pad
         "edges": rng.integers(0, n, (e, 2)),
         "node": np.array([3 if value else -1]),
         "register_features": rng.uniform(0, 1, (c if value == 1 else 0, 5)).astype(np.float32),
-        "block_features": rng.uniform(0, 1, (c if value == 2 else 0, 5)).astype(np.float32),
+        "block_features": rng.uniform(0, 1, (c if value == 2 else 0, 6)).astype(np.float32),
         MASK: mask,
     }
     padded, candidates = _pad(raw, agent, settings)
