@@ -31,7 +31,13 @@ from mlbridge.regalloc.interface import (
     advice_spec,
     feature_specs,
 )
-from mlbridge.regalloc.policy import RandomPolicy, basic_policy, legal_actions
+from mlbridge.regalloc.policy import (
+    RandomPolicy,
+    basic_policy,
+    legal_actions,
+    split_gains,
+    split_policy,
+)
 
 __all__ = [
     "ADVICE",
@@ -46,4 +52,6 @@ __all__ = [
     "basic_policy",
     "feature_specs",
     "legal_actions",
+    "split_gains",
+    "split_policy",
 ]

@@ -7,6 +7,11 @@ advice ``regalloc_action`` as an int64 array of one element:
 * :func:`basic_policy`: the allocator's built-in policy (``-mlbridge-regalloc-policy=basic``)
   decision for decision, in Python: the heaviest queued live range first; the first free
   register, else the one evicting the least spill weight, else spill; never split;
+* :func:`split_policy`: the basic policy's priority and coloring decisions, and a split
+  agent that splits a live range around the block where that saves the most: the block
+  with the largest ``(uses - live_in - live_out) * frequency``, the reloads and stores
+  spilling would put inside it minus the copies a split puts at its borders; spilling if
+  no block saves anything (``-mlbridge-regalloc-policy=split``);
 * :class:`RandomPolicy`: a uniformly random legal action, seeded.
 """
 
@@ -17,9 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from mlbridge.regalloc.interface import MASK, NODE_FEATURES, REGISTER_FEATURES, Agent
+from mlbridge.regalloc.interface import (
+    BLOCK_FEATURES,
+    MASK,
+    NODE_FEATURES,
+    REGISTER_FEATURES,
+    Agent,
+)
 
-__all__ = ["RandomPolicy", "basic_policy", "legal_actions"]
+__all__ = ["RandomPolicy", "basic_policy", "legal_actions", "split_gains", "split_policy"]
 
 _WEIGHT = NODE_FEATURES.index("weight")
 _FREE = REGISTER_FEATURES.index("free")
@@ -67,6 +78,43 @@ def basic_policy(obs: Mapping[str, Array]) -> Array:
         costs = rows[evictable, _EVICT_COST]
         return _action(int(evictable[int(np.argmin(costs))]))
     return _action(rows.shape[0])  # spill: legal, since something is
+
+
+def split_gains(block_features: Array) -> Array:
+    """Each candidate block's saving if the live range is split around it (float64).
+
+    ``(uses - live_in - live_out) * frequency``: the reloads and stores that spilling the
+    live range would put in the block, minus the copies a split puts at its borders,
+    weighted by the block's frequency relative to the entry block (``2**frequency - 1``:
+    the feature is ``log2(1 + frequency)``). Computed in float64 from the float32
+    features, as the C++ built-in policy computes it.
+    """
+    rows = np.asarray(block_features, dtype=np.float32).reshape(-1, len(BLOCK_FEATURES))
+    column = {name: rows[:, i].astype(np.float64) for i, name in enumerate(BLOCK_FEATURES)}
+    copies = column["live_in"] + column["live_out"]
+    result: Array = (column["uses"] - copies) * (np.exp2(column["frequency"]) - 1.0)
+    return result
+
+
+def split_policy(obs: Mapping[str, Array]) -> Array:
+    """The basic policy, with a split agent that splits where it saves the most.
+
+    Priority and coloring: :func:`basic_policy`. Split: the first legal block of the
+    largest :func:`split_gains`, if that is positive; else spill. The C++ built-in
+    ``-mlbridge-regalloc-policy=split`` decides the same, decision for decision.
+    """
+    agent = int(np.asarray(obs["agent"]).reshape(-1)[0])
+    if agent != Agent.SPLIT:
+        return basic_policy(obs)
+    mask = np.asarray(obs[MASK]).reshape(-1) != 0
+    legal_actions(obs)
+    gains = split_gains(obs["block_features"])
+    blocks = mask[: gains.size]
+    if blocks.any():
+        best = int(np.argmax(np.where(blocks, gains, -np.inf)))
+        if gains[best] > 0:
+            return _action(best)
+    return _action(mask.size - 1)  # spill
 
 
 class RandomPolicy:
