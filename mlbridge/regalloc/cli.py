@@ -27,7 +27,6 @@ _PPO_ONLY = (
     "steps_per_iteration",
     "minibatch_size",
     "ppo_epochs",
-    "split",
     "max_nodes",
     "max_edges",
     "max_registers",
@@ -180,13 +179,6 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
     only_ppo("--max-registers", ppo.max_registers, "candidate registers of the padded query")
     only_ppo("--max-blocks", ppo.max_blocks, "candidate blocks of the split agent's query")
     g.add_argument(
-        "--split",
-        action="store_const",
-        const=True,
-        help="run llc with -mlbridge-regalloc-split and train the split agent too (its policy "
-        "stays in the checkpoints: the ONNX model spills where it would act)",
-    )
-    g.add_argument(
         "--init-policy",
         metavar="FILE",
         help="start every agent's graph network from this policy.json of the REINFORCE "
@@ -199,6 +191,15 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
         const=True,
         help="run llc with -verify-machineinstrs in every episode (llc fails on a wrong "
         "allocation)",
+    )
+    p.add_argument(
+        "--split",
+        action="store_true",
+        help="run llc with -mlbridge-regalloc-split and train the split agent too. reinforce: "
+        "the split policy (-mlbridge-regalloc-policy=split) is the teacher and the baseline "
+        "instead of the basic policy, and agent.onnx answers the split agent; rllib-ppo: the "
+        "split agent's policy stays in the checkpoints (the ONNX model spills where it "
+        "would act)",
     )
     number("--hidden", d.hidden, "the width of the node embeddings")
     number("--seed", d.seed, "seeds the policy's initialisation, the module draws and the samples")
@@ -270,7 +271,6 @@ def _check_algorithm_options(args: argparse.Namespace) -> None:
             "max_edges": s.max_edges,
             "max_registers": s.max_registers,
             "max_blocks": s.max_blocks,
-            "split": False,
             "verify_machineinstrs": False,
         }
     else:
@@ -437,6 +437,7 @@ def run_train(args: argparse.Namespace) -> int:
                     entropy=args.entropy,
                     validation_modules=args.validation_modules,
                     hidden=args.hidden,
+                    split=args.split,
                     jobs=opened.workers,
                     seed=args.seed,
                 )
@@ -487,6 +488,8 @@ def run_train(args: argparse.Namespace) -> int:
                 plugin=plugin,
                 jobs=min(workers, os.cpu_count() or 1),
                 log=stderr_log,
+                # rllib-ppo's export has no split agent.
+                split=args.split and not ppo,
             )
             summary = summarize_heldout(rows)
             metrics["heldout"] = {"summary": summary, "modules": [vars(r) for r in rows]}

@@ -99,6 +99,10 @@ _NODE_INPUTS = len(NODE_FEATURES) + 1
 #: Transformed register features: free, hinted, log1p(evict cost)/8, illegal (cost < 0),
 #: first_csr_use, order.
 _REGISTER_INPUTS = 6
+_BLOCK = {name: i for i, name in enumerate(BLOCK_FEATURES)}
+#: Transformed block features: frequency/8, log1p(uses)/3, live_in, live_out,
+#: log1p(instructions), log1p(calls), and the split's saving (see :func:`block_inputs`).
+_BLOCK_INPUTS = 7
 
 assert len(_NODE_SCALE) == len(NODE_FEATURES)
 
@@ -134,6 +138,31 @@ def register_inputs(register_features: torch.Tensor) -> torch.Tensor:
             (cost < 0).to(torch.float32),
             register_features[:, _CSR : _CSR + 1],
             register_features[:, _ORDER : _ORDER + 1],
+        ],
+        dim=1,
+    )
+
+
+def block_inputs(block_features: torch.Tensor) -> torch.Tensor:
+    """The network's transform of raw ``block_features`` [S, 6] to [S, 7].
+
+    The last column is the saving :func:`mlbridge.regalloc.policy.split_gains` computes,
+    ``(uses - live_in - live_out) * (2**frequency - 1)``, as ``sign * log1p(|saving|) / 8``:
+    the split policy's whole rule is then one weight and one threshold away.
+    """
+    column = {name: block_features[:, i : i + 1] for name, i in _BLOCK.items()}
+    saving = (column["uses"] - column["live_in"] - column["live_out"]) * (
+        torch.pow(2.0, column["frequency"]) - 1.0
+    )
+    return torch.cat(
+        [
+            column["frequency"] / 8.0,
+            torch.log1p(torch.relu(column["uses"])) / 3.0,
+            column["live_in"],
+            column["live_out"],
+            torch.log1p(torch.relu(column["instructions"])),
+            torch.log1p(torch.relu(column["calls"])),
+            torch.sign(saving) * torch.log1p(torch.abs(saving)) / 8.0,
         ],
         dim=1,
     )
@@ -188,22 +217,30 @@ def _masked(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class RegallocGNN(torch.nn.Module):
-    """The priority and coloring agents over the interference graph.
+    """The priority and coloring agents, and optionally the split agent, over the graph.
 
     Args:
         hidden: The width of the node embeddings and of the heads' hidden layers.
         rounds: Rounds of message passing.
         metadata: Free-form facts kept with the policy (training settings, results).
+        split: Whether the policy has a split agent (a block head scoring each candidate
+            block, and a head scoring spilling instead); without one it answers the split
+            agent by spilling, as the basic policy does.
     """
 
     def __init__(
-        self, hidden: int = 32, rounds: int = 2, metadata: dict[str, Any] | None = None
+        self,
+        hidden: int = 32,
+        rounds: int = 2,
+        metadata: dict[str, Any] | None = None,
+        split: bool = False,
     ) -> None:
         super().__init__()
         if hidden < 1 or rounds < 0:
             raise ValueError(f"hidden must be positive and rounds >= 0, got {hidden}, {rounds}")
         self.hidden = hidden
         self.rounds = rounds
+        self.split = split
         self.metadata: dict[str, Any] = dict(metadata or {})
         n = _NODE_INPUTS
         self.encoder = torch.nn.Sequential(
@@ -225,6 +262,10 @@ class RegallocGNN(torch.nn.Module):
         # weight, eviction cost, allocation order) is then one weight away.
         self.priority_linear = torch.nn.Linear(n, 1, bias=False)
         self.register_linear = torch.nn.Linear(_REGISTER_INPUTS, 1, bias=False)
+        if split:
+            self.block_head = _mlp(hidden + n + _BLOCK_INPUTS, hidden, 1)
+            self.block_linear = torch.nn.Linear(_BLOCK_INPUTS, 1, bias=False)
+            self.split_spill_head = _mlp(hidden + n, hidden, 1)
 
     # -- the network ------------------------------------------------------------------
 
@@ -266,6 +307,22 @@ class RegallocGNN(torch.nn.Module):
             dim=0,
         )
 
+    def block_scores(self, zv: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
+        """One score per candidate block [S] from its node's [S, D] and transformed features."""
+        rows = torch.cat([zv, blocks], dim=1)
+        return (self.block_head(rows) + self.block_linear(blocks)).squeeze(1)
+
+    def split_scores(self, zv: torch.Tensor, block_features: torch.Tensor) -> torch.Tensor:
+        """Scores [S + 1] (blocks, then spill) of the node ``zv`` [1, D] (unmasked)."""
+        blocks = block_inputs(block_features.reshape(-1, len(BLOCK_FEATURES)))
+        return torch.cat(
+            [
+                self.block_scores(zv.expand(blocks.shape[0], -1), blocks),
+                self.split_spill_head(zv).reshape(1),
+            ],
+            dim=0,
+        )
+
     def priority_logits(
         self, node_features: torch.Tensor, edges: torch.Tensor, action_mask: torch.Tensor
     ) -> torch.Tensor:
@@ -285,6 +342,19 @@ class RegallocGNN(torch.nn.Module):
         zv = z.index_select(0, node.reshape(1))
         return _masked(self.coloring_scores(zv, register_features), action_mask)
 
+    def split_logits(
+        self,
+        node_features: torch.Tensor,
+        edges: torch.Tensor,
+        node: torch.Tensor,
+        block_features: torch.Tensor,
+        action_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """The split agent's masked scores [S + 1] (a policy with :attr:`split`)."""
+        z = self.embed(node_features, edges)
+        zv = z.index_select(0, node.reshape(1))
+        return _masked(self.split_scores(zv, block_features), action_mask)
+
     # -- numpy in, numpy out ----------------------------------------------------------
 
     def logits(self, obs: Obs) -> torch.Tensor:
@@ -298,9 +368,12 @@ class RegallocGNN(torch.nn.Module):
         agent = int(np.asarray(obs["agent"]).reshape(-1)[0])
         if agent == Agent.PRIORITY:
             return self.priority_logits(nf, edges, mask)
+        node = torch.tensor(np.array(obs["node"], dtype=np.int64)).reshape(1)
+        if agent == Agent.SPLIT and self.split:
+            blocks = torch.tensor(np.array(obs["block_features"], dtype=np.float32))
+            return self.split_logits(nf, edges, node, blocks, mask)
         if agent != Agent.COLORING:
             return _last_action_only(mask)
-        node = torch.tensor(np.array(obs["node"], dtype=np.int64)).reshape(1)
         regs = torch.tensor(np.array(obs["register_features"], dtype=np.float32))
         return self.coloring_logits(nf, edges, node, regs, mask)
 
@@ -338,6 +411,15 @@ class RegallocGNN(torch.nn.Module):
             pool += [
                 self.register_scores(zv.index_select(0, batch.register_owner), regs),
                 self.spill_head(zv).squeeze(1),
+            ]
+        if batch.split_nodes.numel():
+            if not self.split:
+                raise ValueError("the batch has split samples but the policy no split agent")
+            zv = z.index_select(0, batch.split_nodes)
+            blocks = block_inputs(batch.block_features)
+            pool += [
+                self.block_scores(zv.index_select(0, batch.block_owner), blocks),
+                self.split_spill_head(zv).squeeze(1),
             ]
         return _masked(torch.cat(pool).index_select(0, batch.flat_index), batch.mask)
 
@@ -385,6 +467,7 @@ class RegallocGNN(torch.nn.Module):
             "format": GNN_FORMAT,
             "hidden": self.hidden,
             "rounds": self.rounds,
+            "split": self.split,
             "metadata": self.metadata,
             "weights": {k: shortest_decimals(v) for k, v in self.state_dict().items()},
         }
@@ -408,7 +491,12 @@ class RegallocGNN(torch.nn.Module):
                 f"{GNN_FORMAT!r}; write one with 'mlbridge train regalloc')"
             )
         try:
-            policy = cls(int(data["hidden"]), int(data["rounds"]), data.get("metadata"))
+            policy = cls(
+                int(data["hidden"]),
+                int(data["rounds"]),
+                data.get("metadata"),
+                split=bool(data.get("split", False)),
+            )
             state = {k: torch.tensor(v, dtype=torch.float32) for k, v in data["weights"].items()}
             policy.load_state_dict(state)
         except (KeyError, TypeError, ValueError, RuntimeError) as e:
@@ -434,8 +522,9 @@ class RegallocGNN(torch.nn.Module):
 
         The inputs are :func:`~mlbridge.regalloc.interface.feature_specs` (the unused
         ``function_name`` and ``spill_weights`` included), the output int64
-        ``regalloc_action`` [1]; an ``If`` on ``agent`` runs the priority or the coloring
-        branch. Opset :data:`~mlbridge.regalloc.onnx_policy.OPSET`, IR version
+        ``regalloc_action`` [1]; an ``If`` on ``agent`` runs the priority, the coloring or
+        (a policy with :attr:`split`; else spilling) the split branch. Opset
+        :data:`~mlbridge.regalloc.onnx_policy.OPSET`, IR version
         :data:`~mlbridge.regalloc.onnx_policy.IR_VERSION`.
 
         Args:
@@ -480,6 +569,24 @@ class _ColoringExport(torch.nn.Module):
         )
 
 
+class _SplitExport(torch.nn.Module):
+    def __init__(self, policy: RegallocGNN) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def forward(
+        self,
+        node_features: torch.Tensor,
+        edges: torch.Tensor,
+        node: torch.Tensor,
+        block_features: torch.Tensor,
+        action_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        return first_best(
+            self.policy.split_logits(node_features, edges, node, block_features, action_mask)
+        )
+
+
 def _export_branch(module: torch.nn.Module, inputs: dict[str, torch.Tensor], prefix: str) -> Any:
     """``module`` exported by TorchScript tracing, as an ``If`` branch reading outer inputs."""
     import onnx
@@ -489,6 +596,7 @@ def _export_branch(module: torch.nn.Module, inputs: dict[str, torch.Tensor], pre
         "node_features": {0: "N"},
         "edges": {0: "E"},
         "register_features": {0: "R"},
+        "block_features": {0: "S"},
         MASK: {0: "A"},
     }
     with tempfile.TemporaryDirectory(prefix="mlbridge-regalloc-onnx-") as tmp:
@@ -552,6 +660,21 @@ def onnx_model(policy: RegallocGNN, coloring_policy: RegallocGNN | None = None) 
             {**example, MASK: torch.ones(r + 1, dtype=torch.int64)},
             "coloring/",
         )
+        split = (
+            _export_branch(
+                _SplitExport(policy),
+                {
+                    "node_features": example["node_features"],
+                    "edges": example["edges"],
+                    "node": example["node"],
+                    "block_features": torch.rand(r, len(BLOCK_FEATURES)),
+                    MASK: torch.ones(r + 1, dtype=torch.int64),
+                },
+                "split/",
+            )
+            if policy.split
+            else None
+        )
     finally:
         policy.train(was_training[0])
         colorer.train(was_training[1])
@@ -574,16 +697,20 @@ def onnx_model(policy: RegallocGNN, coloring_policy: RegallocGNN | None = None) 
             "Constant", [], [name], value=helper.make_tensor(name, TensorProto.INT64, (1,), [value])
         )
 
-    # Another agent (the split agent of allocators that have one): the last action, spilling.
-    last = helper.make_graph(
-        [
-            helper.make_node("Shape", [MASK], ["other/size"]),
-            constant("other/one", 1),
-            helper.make_node("Sub", ["other/size", "other/one"], ["other/action"]),
-        ],
-        "other",
-        [],
-        [helper.make_tensor_value_info("other/action", TensorProto.INT64, [1])],
+    # The split agent of a policy without one: the last action, spilling.
+    last = (
+        split
+        if split is not None
+        else helper.make_graph(
+            [
+                helper.make_node("Shape", [MASK], ["other/size"]),
+                constant("other/one", 1),
+                helper.make_node("Sub", ["other/size", "other/one"], ["other/action"]),
+            ],
+            "other",
+            [],
+            [helper.make_tensor_value_info("other/action", TensorProto.INT64, [1])],
+        )
     )
     not_priority = helper.make_graph(
         [
@@ -645,6 +772,10 @@ def compact_observation(obs: Obs, previous: Mapping[str, Any] | None = None) -> 
         "register_features": np.array(obs["register_features"], dtype=np.float32).reshape(
             -1, len(REGISTER_FEATURES)
         ),
+        "block_features": np.array(
+            obs["block_features"] if "block_features" in obs else np.zeros((0,)),
+            dtype=np.float32,
+        ).reshape(-1, len(BLOCK_FEATURES)),
         MASK: np.array(obs[MASK], dtype=np.int64).reshape(-1),
         "function_name": np.array(obs["function_name"], dtype=object).reshape(1),
     }
@@ -660,8 +791,12 @@ class Batch:
         coloring_nodes: The colored node of each coloring sample (stacked index).
         register_features: Every coloring sample's candidates [sum R, 5].
         register_owner: The coloring sample (its index among them) of each candidate.
+        split_nodes: The node being split of each split sample (stacked index).
+        block_features: Every split sample's candidate blocks [sum S, 6].
+        block_owner: The split sample (its index among them) of each candidate block.
         flat_index: Every sample's actions, in order, as indices into the concatenation
-            of all node scores, all register scores and all spill scores.
+            of all node scores, all register scores, all spill scores, all block scores
+            and all split samples' spill scores.
         segment: The sample of each flat action.
         mask: The action mask of each flat action.
         starts: The flat index of each sample's first action.
@@ -672,16 +807,26 @@ class Batch:
         if len(samples) != len(actions):
             raise ValueError(f"{len(samples)} samples but {len(actions)} actions")
         nfs, edges, regs, owners, colored = [], [], [], [], []
+        blocks, block_owners, splitting = [], [], []
         node_base = 0
         sizes_n = [np.asarray(s["node_features"]).reshape(-1, len(NODE_FEATURES)) for s in samples]
         total_n = sum(x.shape[0] for x in sizes_n)
+        agents = [int(np.asarray(s["agent"]).reshape(-1)[0]) for s in samples]
         total_r = sum(
             np.asarray(s["register_features"]).reshape(-1, len(REGISTER_FEATURES)).shape[0]
-            for s in samples
-            if int(np.asarray(s["agent"]).reshape(-1)[0]) != Agent.PRIORITY
+            for s, a in zip(samples, agents, strict=True)
+            if a == Agent.COLORING
         )
-        n_coloring = 0
-        reg_base = 0
+        total_c = agents.count(Agent.COLORING)
+        total_s = sum(
+            np.asarray(s["block_features"]).reshape(-1, len(BLOCK_FEATURES)).shape[0]
+            for s, a in zip(samples, agents, strict=True)
+            if a == Agent.SPLIT
+        )
+        n_coloring = n_split = 0
+        reg_base = block_base = 0
+        # Where each kind of score starts in the concatenation (see flat_index).
+        block_start = total_n + total_r + total_c
         flat, segment, masks, chosen, starts = [], [], [], [], []
         position = 0
         for i, (s, nf, action) in enumerate(zip(samples, sizes_n, actions, strict=True)):
@@ -689,11 +834,27 @@ class Batch:
             nfs.append(nf)
             edges.append(np.asarray(s["edges"], dtype=np.int64).reshape(-1, 2) + node_base)
             mask = np.asarray(s[MASK], dtype=np.int64).reshape(-1)
-            agent = int(np.asarray(s["agent"]).reshape(-1)[0])
-            if agent not in (Agent.PRIORITY, Agent.COLORING):
-                raise ValueError(f"sample {i}: agent {agent} is neither priority nor coloring")
+            agent = agents[i]
+            if agent not in (Agent.PRIORITY, Agent.COLORING, Agent.SPLIT):
+                raise ValueError(f"sample {i}: agent {agent} is not priority, coloring or split")
             if agent == Agent.PRIORITY:
                 index = np.arange(node_base, node_base + n)
+            elif agent == Agent.SPLIT:
+                bf = np.asarray(s["block_features"], dtype=np.float32).reshape(
+                    -1, len(BLOCK_FEATURES)
+                )
+                b = bf.shape[0]
+                blocks.append(bf)
+                block_owners.append(np.full(b, n_split, dtype=np.int64))
+                splitting.append(node_base + int(np.asarray(s["node"]).reshape(-1)[0]))
+                index = np.concatenate(
+                    [
+                        np.arange(block_start + block_base, block_start + block_base + b),
+                        [block_start + total_s + n_split],
+                    ]
+                )
+                block_base += b
+                n_split += 1
             else:
                 rf = np.asarray(s["register_features"], dtype=np.float32).reshape(
                     -1, len(REGISTER_FEATURES)
@@ -732,6 +893,13 @@ class Batch:
         )
         self.register_owner = torch.from_numpy(
             np.concatenate(owners) if owners else np.zeros(0, np.int64)
+        )
+        self.split_nodes = torch.tensor(splitting, dtype=torch.int64)
+        self.block_features = torch.from_numpy(
+            np.concatenate(blocks) if blocks else np.zeros((0, len(BLOCK_FEATURES)), np.float32)
+        )
+        self.block_owner = torch.from_numpy(
+            np.concatenate(block_owners) if block_owners else np.zeros(0, np.int64)
         )
         self.flat_index = torch.from_numpy(np.concatenate(flat).astype(np.int64))
         self.segment = torch.from_numpy(np.concatenate(segment))

@@ -78,7 +78,7 @@ from mlbridge.llvm import find_llvm_tool, object_sizes
 from mlbridge.paths import default_build_dir, plugin_path
 from mlbridge.progress import track
 from mlbridge.regalloc.interface import MASK
-from mlbridge.regalloc.policy import basic_policy
+from mlbridge.regalloc.policy import basic_policy, split_policy
 from mlbridge.training.checkpoints import (
     CheckpointError,
     latest_checkpoint,
@@ -175,6 +175,11 @@ class RegallocTrainConfig:
             policies are compared (0: keep the fine-tuned one).
         hidden: The policy's embedding width.
         rounds: The policy's rounds of message passing.
+        split: Train the split agent too: llc runs with ``-mlbridge-regalloc-split``, the
+            teacher of the cloning and the baseline of REINFORCE are the split policy
+            (:func:`~mlbridge.regalloc.policy.split_policy`, llc's
+            ``-mlbridge-regalloc-policy=split``) instead of the basic policy, and the
+            policy has a split agent.
         jobs: Compilations at once (the threads of the pool :func:`train_regalloc` makes
             when it is given none; the command line sets its pool's workers).
         seed: Seeds the policy's initialisation, the draws and the action samples.
@@ -197,6 +202,7 @@ class RegallocTrainConfig:
     validation_modules: int = 48
     hidden: int = 32
     rounds: int = 2
+    split: bool = False
     jobs: int = 2
     seed: int = 0
     timeout: float = 300.0
@@ -386,6 +392,23 @@ def _mlbridge(*options: str) -> list[str]:
     return ["-regalloc=mlbridge", *options]
 
 
+def _split_options(split: bool) -> list[str]:
+    """The options that let the split agent act (``split``), or none."""
+    return ["-mlbridge-regalloc-split"] if split else []
+
+
+def baseline_options(split: bool) -> list[str]:
+    """The built-in policy a run is measured against, in-process: basic, or split."""
+    return _mlbridge(
+        *(["-mlbridge-regalloc-policy=split", "-mlbridge-regalloc-split"] if split else [])
+    )
+
+
+def teacher_policy(split: bool) -> Callable[[Obs], np.ndarray]:
+    """The Python twin of :func:`baseline_options`' policy: basic, or split."""
+    return split_policy if split else basic_policy
+
+
 # -- rollouts -----------------------------------------------------------------------------
 
 
@@ -439,6 +462,7 @@ def rollout(
     rng: np.random.Generator,
     max_decisions: int | None = None,
     model_functions: Collection[str] | None = None,
+    split: bool = False,
     timeout: float = 300.0,
 ) -> Rollout:
     """Allocates ``module`` with ``choose`` answering the decisions over the pipe.
@@ -455,6 +479,8 @@ def rollout(
             out of the record (:attr:`Rollout.capped`). ``None``: no bound.
         model_functions: The functions asked over the pipe (at least one); llc's built-in
             basic policy allocates the others in-process. ``None``: every function.
+        split: llc with ``-mlbridge-regalloc-split`` (the split agent acts); past
+            ``max_decisions`` the split policy answers instead of the basic one.
         timeout: Bound of every wait.
 
     Raises:
@@ -477,7 +503,7 @@ def rollout(
             # session normally instead of an ended session's error in llc.
             if not capped:
                 capped.append(name)
-            return np.asarray(basic_policy(obs), dtype=np.int64).reshape(1)
+            return np.asarray(teacher_policy(split)(obs), dtype=np.int64).reshape(1)
         made += 1
         action = int(choose(obs))
         if np.asarray(obs[MASK]).reshape(-1)[action] == 0:
@@ -505,7 +531,8 @@ def rollout(
     )
     mir = work / f"{module.stem}.rollout.mir"
     command = [*_llc_base(plugin), *_mlbridge("-mlbridge-regalloc-runner=pipe",
-               "-mlbridge-regalloc-channel={base}", *only), "-stop-after=virtregrewriter",
+               "-mlbridge-regalloc-channel={base}", *only, *_split_options(split)),
+               "-stop-after=virtregrewriter",
                str(module), "-o", str(mir)]  # fmt: skip
     try:
         drive_compiler(
@@ -625,6 +652,7 @@ class RolloutSettings:
         max_decisions: The most decisions the policy makes per rollout.
         temperature: Divides the scores before the sampled actions are drawn.
         timeout: Bound of every wait, seconds.
+        split: Whether the split agent acts (:attr:`RegallocTrainConfig.split`).
     """
 
     plugin: str
@@ -632,6 +660,7 @@ class RolloutSettings:
     max_decisions: int
     temperature: float
     timeout: float
+    split: bool = False
 
 
 @dataclass(frozen=True)
@@ -647,6 +676,7 @@ class PolicyWeights:
     hidden: int
     rounds: int
     arrays: tuple[tuple[str, np.ndarray], ...]
+    split: bool = False
 
     @classmethod
     def of(cls, policy: Any) -> PolicyWeights:  # noqa: ANN401 - a RegallocGNN
@@ -655,6 +685,7 @@ class PolicyWeights:
             policy.hidden,
             policy.rounds,
             tuple((k, v.detach().cpu().numpy().copy()) for k, v in policy.state_dict().items()),
+            policy.split,
         )
 
     def build(self) -> Any:  # noqa: ANN401 - a RegallocGNN
@@ -666,7 +697,7 @@ class PolicyWeights:
         # Built on the meta device, then given the weights: a random initialisation would
         # draw from torch's global generator, which the driver's threads share (--no-ray).
         with torch.device("meta"):
-            policy = RegallocGNN(self.hidden, self.rounds)
+            policy = RegallocGNN(self.hidden, self.rounds, split=self.split)
         policy.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in self.arrays}, assign=True)
         policy.eval()
         return policy
@@ -677,7 +708,7 @@ class RolloutAgent:
     """Who answers the decisions of one map's rollouts.
 
     Attributes:
-        kind: ``"basic"`` (:func:`~mlbridge.regalloc.policy.basic_policy`, for cloning) or
+        kind: ``"basic"`` (the teacher, for cloning: :func:`teacher_policy`) or
             ``"sample"`` (actions drawn from the policy's masked softmax, divided by the
             temperature, with the rollout's own sampling seed).
         weights: The policy of ``sample``.
@@ -715,8 +746,13 @@ def _sampler(policy: Any, seed: int, temperature: float) -> Callable[[Obs], int]
     return choose
 
 
-def _teacher(obs: Obs) -> int:
-    return int(basic_policy(obs)[0])
+def _teacher(split: bool) -> Callable[[Obs], int]:
+    policy = teacher_policy(split)
+
+    def choose(obs: Obs) -> int:
+        return int(policy(obs)[0])
+
+    return choose
 
 
 def _allocation_rollout(
@@ -729,7 +765,7 @@ def _allocation_rollout(
     torch.set_num_threads(1)
     choose: Callable[[Obs], int]
     if agent.kind == "basic":
-        choose = _teacher
+        choose = _teacher(settings.split)
     else:
         assert agent.weights is not None and task.sampling_seed is not None
         choose = _sampler(agent.weights.build(), task.sampling_seed, settings.temperature)
@@ -744,6 +780,7 @@ def _allocation_rollout(
             rng=np.random.default_rng(task.seed),
             max_decisions=settings.max_decisions,
             model_functions=task.model_functions,
+            split=settings.split,
             timeout=settings.timeout,
         )
     finally:
@@ -755,7 +792,9 @@ def _allocation_rollout(
 def _prepare_rollout(
     context: WorkerContext, source: SharedFile, *, settings: RolloutSettings
 ) -> tuple[bytes, dict[str, FunctionCost]]:
-    """``opt-22 -O2`` of ``source`` and the basic policy's cost per function, in the worker.
+    """``opt-22 -O2`` of ``source`` and the baseline's cost per function, in the worker.
+
+    The baseline is :func:`baseline_options`' built-in policy (basic, or split).
 
     Returns the optimised module's bytes (the driver shares them for the later rollouts).
     """
@@ -763,7 +802,11 @@ def _prepare_rollout(
     try:
         out = optimize_module(context.local_path(source), folder / "optimized.bc", settings.timeout)
         costs, _ = allocate(
-            out, Path(settings.plugin), _mlbridge(), folder, timeout=settings.timeout
+            out,
+            Path(settings.plugin),
+            baseline_options(settings.split),
+            folder,
+            timeout=settings.timeout,
         )
         return out.read_bytes(), costs
     finally:
@@ -780,7 +823,10 @@ def _model_cost_rollout(
         costs, _ = allocate(
             context.local_path(module),
             Path(settings.plugin),
-            _mlbridge(f"-mlbridge-regalloc-model={context.local_path(model)}"),
+            _mlbridge(
+                f"-mlbridge-regalloc-model={context.local_path(model)}",
+                *_split_options(settings.split),
+            ),
             folder,
             timeout=settings.timeout,
         )
@@ -987,11 +1033,20 @@ def _prepare(
     return modules
 
 
+def baseline_name(split: bool) -> str:
+    """The name of :func:`baseline_options`' policy, for messages."""
+    return "split policy" if split else "basic policy"
+
+
 def _clone(training: _Training, policy: Any) -> dict[str, Any]:
-    """Records the basic policy's decisions (rollouts on the pool) and trains ``policy``."""
+    """Records the teacher's decisions (rollouts on the pool) and trains ``policy``.
+
+    The teacher is :func:`teacher_policy`: the basic policy, or the split policy.
+    """
     import torch
 
     config, rng, log = training.config, training.rng, training.log
+    teacher = baseline_name(config.split)
     t0 = time.perf_counter()
     chosen = training.draw(config.bc_modules)
     tasks = [training.task(m, int(rng.integers(2**63)), None) for m in chosen]
@@ -1047,15 +1102,16 @@ def _clone(training: _Training, policy: Any) -> dict[str, Any]:
         epochs.append(record)
         _log(
             f"cloning epoch {epoch + 1}/{config.bc_epochs}: loss {record['loss']:.3f}, "
-            f"deterministic policy = basic policy on {record['agreement_validation'] * 100:.1f}% "
+            f"deterministic policy = {teacher} on {record['agreement_validation'] * 100:.1f}% "
             f"of {len(valid)} held-aside decisions",
             log,
         )
     agents = np.array([int(s["agent"][0]) for s in samples])
     by_agent = {}
-    for agent, label in ((0, "priority"), (1, "coloring")):
+    for agent, label in ((0, "priority"), (1, "coloring"), (2, "split")):
         idx = np.flatnonzero(agents == agent)
-        by_agent[label] = {"decisions": int(idx.size), "agreement": agreement_on(idx)}
+        if idx.size or agent != 2:
+            by_agent[label] = {"decisions": int(idx.size), "agreement": agreement_on(idx)}
     result = {
         "modules": len(chosen),
         "rollouts_capped": capped,
@@ -1067,11 +1123,11 @@ def _clone(training: _Training, policy: Any) -> dict[str, Any]:
         "seconds": time.perf_counter() - t0,
     }
     _log(
-        f"behaviour cloning of the basic policy on {len(samples)} decisions of "
+        f"behaviour cloning of the {teacher} on {len(samples)} decisions of "
         f"{len(chosen)} modules: the deterministic policy agrees on "
-        f"{result['agreement_all'] * 100:.1f}% (priority "
-        f"{by_agent['priority']['agreement'] * 100:.1f}%, coloring "
-        f"{by_agent['coloring']['agreement'] * 100:.1f}%), {result['seconds']:.0f} s",
+        f"{result['agreement_all'] * 100:.1f}% ("
+        + ", ".join(f"{k} {v['agreement'] * 100:.1f}%" for k, v in by_agent.items())
+        + f"), {result['seconds']:.0f} s",
         log,
     )
     return result
@@ -1189,7 +1245,8 @@ def _fine_tune_step(training: _Training, policy: Any, optimizer: Any, it: int) -
     }
     _log(
         f"iteration {it + 1}/{config.iterations}: sampled SpillReloadCost "
-        f"{totals['sampled_cost']:.0f} vs basic policy {basic_cost:.0f} ({ratio * 100:+.1f}%"
+        f"{totals['sampled_cost']:.0f} vs {baseline_name(training.config.split)} "
+        f"{basic_cost:.0f} ({ratio * 100:+.1f}%"
         f"; {totals['mean_relative_change'] * 100:+.1f}% per spilling function), "
         f"functions better {totals['functions_better']}, worse "
         f"{totals['functions_worse']}, entropy {entropy:.3f}, {record['seconds']:.0f} s",
@@ -1515,6 +1572,7 @@ def train_regalloc(
         config.max_decisions,
         config.temperature,
         config.timeout,
+        config.split,
     )
     # Compilations run in other processes; more torch threads would only compete with them.
     torch.set_num_threads(1)
@@ -1554,7 +1612,7 @@ def train_regalloc(
                 _log(f"resuming from {saved.path} (iteration {first}/{config.iterations})", log)
             else:
                 torch.manual_seed(config.seed)
-                policy = RegallocGNN(config.hidden, config.rounds)
+                policy = RegallocGNN(config.hidden, config.rounds, split=config.split)
                 step0: dict[str, float] = {}
                 if config.bc_modules > 0:
                     result["cloning"] = _clone(training, policy)
@@ -1606,8 +1664,9 @@ def train_regalloc(
     policy.eval()
     policy.metadata.update(
         {
-            "trainer": "mlbridge train regalloc (behaviour cloning of the basic policy, then "
-            "REINFORCE with the basic policy's cost per function as the baseline)",
+            "trainer": f"mlbridge train regalloc (behaviour cloning of the "
+            f"{baseline_name(config.split)}, then REINFORCE with its cost per function as "
+            "the baseline)",
             "config": asdict(config),
             "training_modules": len(modules),
         }
@@ -1618,13 +1677,18 @@ def train_regalloc(
 # -- held-out evaluation ------------------------------------------------------------------
 
 
-def heldout_allocators(onnx_path: Path) -> dict[str, list[str]]:
-    """The allocators :func:`evaluate_heldout` compares, as llc options."""
+def heldout_allocators(onnx_path: Path, split: bool = False) -> dict[str, list[str]]:
+    """The allocators :func:`evaluate_heldout` compares, as llc options.
+
+    With ``split`` (a model with a split agent) also the split policy, and the model runs
+    with ``-mlbridge-regalloc-split``.
+    """
     return {
         "greedy": [],
         "LLVM basic": ["-regalloc=basic"],
         "basic policy": _mlbridge(),
-        "trained model": _mlbridge(f"-mlbridge-regalloc-model={onnx_path}"),
+        **({"split policy": baseline_options(True)} if split else {}),
+        "trained model": _mlbridge(f"-mlbridge-regalloc-model={onnx_path}", *_split_options(split)),
     }
 
 
@@ -1663,6 +1727,7 @@ def evaluate_heldout(
     jobs: int = 2,
     timeout: float = 600.0,
     log: Log | None = None,
+    split: bool = False,
 ) -> list[HeldoutRow]:
     """Costs and ``.text`` of ``modules`` under each of :func:`heldout_allocators`.
 
@@ -1674,12 +1739,13 @@ def evaluate_heldout(
         jobs: Compilations at once.
         timeout: Bound of every tool run.
         log: Progress sink.
+        split: The model has a split agent (see :func:`heldout_allocators`).
 
     Raises:
         RegallocTrainError: If a tool fails.
     """
     plugin_file = Path(plugin) if plugin is not None else find_llc_plugin()
-    allocators = heldout_allocators(Path(onnx_path).resolve())
+    allocators = heldout_allocators(Path(onnx_path).resolve(), split)
     done = 0
 
     with tempfile.TemporaryDirectory(prefix="mlbridge-regalloc-eval-") as tmp:

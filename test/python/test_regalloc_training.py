@@ -22,7 +22,13 @@ from conftest import REPO, built_plugin
 
 from mlbridge.compiler.pipe import drive_compiler
 from mlbridge.errors import MLBridgeError
-from mlbridge.regalloc import ADVICE, NODE_FEATURES, REGISTER_FEATURES, basic_policy
+from mlbridge.regalloc import (
+    ADVICE,
+    BLOCK_FEATURES,
+    NODE_FEATURES,
+    REGISTER_FEATURES,
+    basic_policy,
+)
 from mlbridge.regalloc.gnn import (
     ILLEGAL_SCORE,
     RegallocGNN,
@@ -43,6 +49,7 @@ def _observation(
     features = (rng.random((n, len(NODE_FEATURES))) * 5).astype(np.float32)
     edges = np.sort(rng.integers(0, n, (e, 2)), axis=1).astype(np.int64)
     size = n if agent == 0 else r + 1
+    blocks = r if agent == 2 else 0
     mask = (rng.random(size) < legal).astype(np.int64)
     mask[rng.integers(size)] = 1
     return {
@@ -52,9 +59,22 @@ def _observation(
         "edges": edges.reshape(-1, 2),
         "spill_weights": features[:, 0].copy(),
         "node": np.array([rng.integers(n) if agent else -1], np.int64),
-        "register_features": rng.random((r if agent else 0, len(REGISTER_FEATURES))).astype(
+        "register_features": rng.random((r if agent == 1 else 0, len(REGISTER_FEATURES))).astype(
             np.float32
         ),
+        # Split candidates: log2 frequencies up to 10, up to 4 uses, 0/1 liveness.
+        "block_features": np.column_stack(
+            [
+                rng.random(blocks) * 10,
+                rng.integers(0, 5, blocks),
+                rng.integers(0, 2, blocks),
+                rng.integers(0, 2, blocks),
+                rng.random(blocks),
+                rng.integers(0, 3, blocks),
+            ]
+        )
+        .reshape(-1, len(BLOCK_FEATURES))
+        .astype(np.float32),
         "action_mask": mask,
     }
 
@@ -63,6 +83,12 @@ def _observation(
 def policy() -> RegallocGNN:
     torch.manual_seed(3)
     return RegallocGNN(hidden=16).eval()
+
+
+@pytest.fixture(scope="module")
+def split_policy_gnn() -> RegallocGNN:
+    torch.manual_seed(4)
+    return RegallocGNN(hidden=16, split=True).eval()
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +169,79 @@ def test_batched_log_probs_equal_each_observations_log_softmax(policy: RegallocG
     assert torch.allclose(logp, expected, atol=1e-5)
     assert (entropy >= -1e-6).all()
     assert policy.batch_actions(batch).tolist() == [policy.act(s) for s in samples]
+
+
+def test_a_policy_with_a_split_agent_scores_each_candidate_block_and_spilling(
+    split_policy_gnn: RegallocGNN,
+) -> None:
+    rng = np.random.default_rng(8)
+    obs = _observation(rng, 2, 9, 12, 5, legal=0.5)
+    logits = split_policy_gnn.logits(obs)
+    assert logits.shape == (6,)  # 5 blocks, then spilling
+    mask = obs["action_mask"]
+    assert (logits.detach().numpy()[mask == 0] == ILLEGAL_SCORE).all()
+    assert mask[split_policy_gnn.act(obs)] == 1
+
+
+def test_batched_log_probs_with_split_samples_equal_each_observations_log_softmax(
+    split_policy_gnn: RegallocGNN,
+) -> None:
+    rng = np.random.default_rng(9)
+    samples = [
+        compact_observation(_observation(rng, i % 3, int(rng.integers(1, 30)),
+                                         int(rng.integers(0, 60)), int(rng.integers(0, 9))))
+        for i in range(30)
+    ]  # fmt: skip
+    actions = [int(rng.choice(np.flatnonzero(s["action_mask"]))) for s in samples]
+    batch = collate(samples, actions)
+    logp, _ = split_policy_gnn.batch_log_probs(batch)
+    expected = torch.stack(
+        [
+            torch.log_softmax(split_policy_gnn.logits(s), 0)[a]
+            for s, a in zip(samples, actions, strict=True)
+        ]
+    )
+    assert torch.allclose(logp, expected, atol=1e-5)
+    assert split_policy_gnn.batch_actions(batch).tolist() == [
+        split_policy_gnn.act(s) for s in samples
+    ]
+
+
+def test_a_batch_with_split_samples_is_refused_by_a_policy_without_a_split_agent(
+    policy: RegallocGNN,
+) -> None:
+    obs = compact_observation(_observation(np.random.default_rng(10), 2, 5, 4, 3))
+    with pytest.raises(ValueError, match="no split agent"):
+        policy.batch_log_probs(collate([obs], [int(np.flatnonzero(obs["action_mask"])[0])]))
+
+
+def test_the_split_agents_onnx_branch_agrees_with_pytorch_and_survives_json(
+    split_policy_gnn: RegallocGNN, tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(11)
+    samples = [
+        _observation(rng, i % 3, int(rng.integers(1, 25)), int(rng.integers(0, 40)),
+                     int(rng.integers(0, 9)))
+        for i in range(45)
+    ]  # fmt: skip
+    exported = split_policy_gnn.to_onnx(tmp_path / "split.onnx")
+    assert agreement(split_policy_gnn, exported, samples) == (1.0, len(samples))
+    loaded = RegallocGNN.load(split_policy_gnn.save(tmp_path / "split.json"))
+    assert loaded.split
+    assert [loaded.act(s) for s in samples] == [split_policy_gnn.act(s) for s in samples]
+
+
+def test_the_split_agents_block_inputs_carry_the_split_policys_saving() -> None:
+    # The last transformed column orders blocks as split_gains does: cloning the split
+    # policy is one weight and one threshold away.
+    from mlbridge.regalloc import split_gains
+    from mlbridge.regalloc.gnn import block_inputs
+
+    obs = _observation(np.random.default_rng(12), 2, 4, 3, 40)
+    saving = block_inputs(torch.from_numpy(obs["block_features"]))[:, -1].numpy()
+    gains = split_gains(obs["block_features"])
+    assert (np.sign(saving) == np.sign(gains)).all()
+    assert (np.argsort(saving, kind="stable") == np.argsort(gains, kind="stable")).all()
 
 
 def test_json_round_trip_gives_identical_outputs(policy: RegallocGNN, tmp_path: Path) -> None:
