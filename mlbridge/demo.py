@@ -9,6 +9,10 @@ machine affects them alike:
   ``inliner`` task in-process (ONNX Runtime, and compiled ahead of time by TensorFlow);
 - mlbridge's phase-ordering pass asking each built-in model of the ``phase-order`` task.
 
+A model that acts in ``llc`` (task ``regalloc``: the ML register allocator) gets a section
+of its own after the table, from its problem (:attr:`mlbridge.problems.Problem.demo_report`):
+spill and reload cost and ``.text`` against greedy, on the same modules.
+
 Models are chosen by their registered task, never by position. Before timing, each
 configuration's model is checked to be used by its pass: one run with remarks (inliner)
 or the step trace (phase ordering) on a module must show the model's decisions.
@@ -335,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from mlbridge.corpus import default_corpus_dir, load_manifest
     from mlbridge.models.builtin import ensure_builtin_models
     from mlbridge.paths import default_build_dir, find_source_dir, plugin_path
-    from mlbridge.problems import builtin_models
+    from mlbridge.problems import PROBLEMS, builtin_models
 
     p = argparse.ArgumentParser(
         prog="mlbridge-demo",
@@ -394,16 +398,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not plugin.is_file():
             raise DemoError(f"the opt plugin is not built: {plugin} (run 'make build')")
         models = ensure_builtin_models(builtin_models(), log=False)
-        configs = configurations(plugin, models)
+        reports = {p.task: p.demo_report for p in PROBLEMS if p.demo_report is not None}
+        configs = configurations(plugin, [m for m in models if m.task not in reports])
         print(
             f"mlbridge demo: {len(modules)} {args.split} modules of {', '.join(projects)}, "
             f"{len(configs)} configurations",
             file=sys.stderr,
         )
         stats = run_demo(modules, configs)
+        picked = {str(m) for m in modules}
+        sections = []
+        for task, report in reports.items():
+            of_task = [m for m in models if m.task == task]
+            if of_task:
+                print(f"mlbridge demo: {task} models in llc-22", file=sys.stderr)
+                sections.append(
+                    report([e for e in entries if str(e.bitcode_path) in picked], of_task)
+                )
         out = args.out or args.build_dir / "demo"
         out.mkdir(parents=True, exist_ok=True)
-        text = table(stats)
+        text = "\n\n".join([table(stats), *filter(None, sections)])
         (out / "demo.md").write_text(text + "\n")
         (out / "demo.json").write_bytes(
             orjson.dumps(

@@ -13,8 +13,8 @@ regalloc            ``regalloc``            :mod:`mlbridge.regalloc`
 ==================  ======================  ========================================
 
 The MLIR loop unroll has no trainer and no built-in model yet, so no ``mlbridge train``
-subcommand; the ML register allocator has a trainer (``mlbridge train regalloc``) but no
-built-in trained model (its ONNX graph has an ``If``, which the native form cannot take).
+subcommand; the ML register allocator's built-in model has an ONNX form only (its graph
+has an ``If``, which the native form cannot take).
 The register-allocation priority (task ``regalloc-priority``) has no Python code of its
 own (any model side answers it: docs/regalloc.md), so no package and no entry.
 This module sits above the problems, beside the command line: the generic layers
@@ -24,7 +24,7 @@ This module sits above the problems, beside the command line: the generic layers
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,9 @@ class Problem:
             (``None``: the problem has no trainer).
         run_train: Runs that subcommand (``None`` with ``add_train_parser``).
         builtin_models: Its shipped models.
+        demo_report: For a problem whose models the demo's opt table cannot show (they
+            act in llc): given the demo's corpus entries and the registered models of its
+            task, a Markdown section measuring them (``None``: the opt table shows them).
     """
 
     name: str
@@ -51,6 +54,7 @@ class Problem:
     add_train_parser: Callable[[Any], argparse.ArgumentParser] | None
     run_train: Callable[[argparse.Namespace], int] | None
     builtin_models: Callable[[], tuple[BuiltinModel, ...]]
+    demo_report: Callable[[Sequence[Any], Sequence[Any]], str] | None = None
 
 
 def _inliner_models() -> tuple[BuiltinModel, ...]:
@@ -101,6 +105,18 @@ def _regalloc_run(args: argparse.Namespace) -> int:
     return run_train(args)
 
 
+def _regalloc_models() -> tuple[BuiltinModel, ...]:
+    from mlbridge.regalloc.builtin import BUILTIN_MODELS
+
+    return BUILTIN_MODELS
+
+
+def _regalloc_demo(entries: Sequence[Any], models: Sequence[Any]) -> str:
+    from mlbridge.regalloc.demo import demo_report
+
+    return demo_report(entries, models)
+
+
 def _no_models() -> tuple[BuiltinModel, ...]:
     return ()
 
@@ -112,7 +128,14 @@ PROBLEMS: tuple[Problem, ...] = (
         "phase-order", "phase-order", _phase_order_parser, _phase_order_run, _phase_order_models
     ),
     Problem("mlir-loop-unroll", "mlir-loop-unroll", None, None, _no_models),
-    Problem("regalloc", "regalloc", _regalloc_parser, _regalloc_run, _no_models),
+    Problem(
+        "regalloc",
+        "regalloc",
+        _regalloc_parser,
+        _regalloc_run,
+        _regalloc_models,
+        demo_report=_regalloc_demo,
+    ),
 )
 
 

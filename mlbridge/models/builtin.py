@@ -8,10 +8,10 @@ every problem's built-ins, and ``mlbridge models install-builtin`` and ``make de
 this with that list. This module knows no problem.
 
 Each model is registered as ``<name>`` (ONNX), ``<name>-native`` (the ONNX form compiled
-through MLIR by :func:`mlbridge.native.compile_onnx`) and, where the model has a TF AOT
-form, ``<name>-aot`` (``mlbridge aot``, which needs the TensorFlow environment the set-up
-makes). Every registered form carries the SHA-256 of the training output it was built
-from, so a form built from the same output is not built again.
+through MLIR by :func:`mlbridge.native.compile_onnx`, where the model's operators allow it)
+and, where the model has a TF AOT form, ``<name>-aot`` (``mlbridge aot``, which needs the
+TensorFlow environment the set-up makes). Every registered form carries the SHA-256 of the
+training output it was built from, so a form built from the same output is not built again.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ class BuiltinModel:
         to_tfaot: Compiles the TF AOT form into the given folder under the given C name,
             logging when the flag is true, and returns the shared object; ``None`` when the
             model has no TF AOT form.
+        native: Whether the model has a native form (``mlbridge compile`` takes no
+            control flow, so a model with an ``If`` has none).
     """
 
     name: str
@@ -53,6 +55,7 @@ class BuiltinModel:
     description: str
     to_onnx: Callable[[Path], object]
     to_tfaot: Callable[[Path, str, bool], Path] | None = None
+    native: bool = True
 
 
 def find_builtin(models: Sequence[BuiltinModel], task: str) -> BuiltinModel:
@@ -146,7 +149,7 @@ def ensure_builtin_models(
                 )
             out.append(onnx_model)
             c_name = model.name.replace("-", "_")
-            if native:
+            if native and model.native:
                 name = f"{model.name}-native"
                 found = _current(reg, name, stamp, model.task)
                 if found is None:

@@ -103,11 +103,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     q = sub.add_parser(
         "install-builtin",
-        help="register the models mlbridge ships with (inliner-oz, phase-order-oz and "
-        "their native and TF AOT forms)",
+        help="register the models mlbridge ships with (inliner-oz, phase-order-oz, "
+        "regalloc-split and their native and TF AOT forms)",
         description="Build the built-in models from their training output (kept in each "
         "problem's package, e.g. mlbridge/inliner/models/) and register them: NAME as "
-        "ONNX, NAME-native compiled through MLIR (mlbridge compile), and for the inliner "
+        "ONNX, NAME-native compiled through MLIR (mlbridge compile; not for regalloc-split, "
+        "whose graph has control flow), and for the inliner "
         "also NAME-aot compiled ahead of time by TensorFlow (needs the TensorFlow "
         "environment; --no-tfaot skips it). Models built from the same training output "
         "are kept.",

@@ -101,8 +101,9 @@ _NODE_INPUTS = len(NODE_FEATURES) + 1
 _REGISTER_INPUTS = 6
 _BLOCK = {name: i for i, name in enumerate(BLOCK_FEATURES)}
 #: Transformed block features: frequency/8, log1p(uses)/3, live_in, live_out,
-#: log1p(instructions), log1p(calls), and the split's saving (see :func:`block_inputs`).
-_BLOCK_INPUTS = 7
+#: log1p(instructions), log1p(calls), the split's saving and whether it is positive (see
+#: :func:`block_inputs`).
+_BLOCK_INPUTS = 8
 
 assert len(_NODE_SCALE) == len(NODE_FEATURES)
 
@@ -144,11 +145,12 @@ def register_inputs(register_features: torch.Tensor) -> torch.Tensor:
 
 
 def block_inputs(block_features: torch.Tensor) -> torch.Tensor:
-    """The network's transform of raw ``block_features`` [S, 6] to [S, 7].
+    """The network's transform of raw ``block_features`` [S, 6] to [S, 8].
 
-    The last column is the saving :func:`mlbridge.regalloc.policy.split_gains` computes,
-    ``(uses - live_in - live_out) * (2**frequency - 1)``, as ``sign * log1p(|saving|) / 8``:
-    the split policy's whole rule is then one weight and one threshold away.
+    The last two columns are the saving :func:`mlbridge.regalloc.policy.split_gains`
+    computes, ``(uses - live_in - live_out) * (2**frequency - 1)``, as ``sign *
+    log1p(|saving|) / 8``, and whether it is positive: the split policy's whole rule (the
+    largest saving, if positive) is then two weights away, however small the saving.
     """
     column = {name: block_features[:, i : i + 1] for name, i in _BLOCK.items()}
     saving = (column["uses"] - column["live_in"] - column["live_out"]) * (
@@ -163,6 +165,7 @@ def block_inputs(block_features: torch.Tensor) -> torch.Tensor:
             torch.log1p(torch.relu(column["instructions"])),
             torch.log1p(torch.relu(column["calls"])),
             torch.sign(saving) * torch.log1p(torch.abs(saving)) / 8.0,
+            (saving > 0).to(torch.float32),
         ],
         dim=1,
     )

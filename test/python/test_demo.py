@@ -92,11 +92,16 @@ def test_a_model_its_pass_never_asks_is_an_error(plugin: Path, sample_bc: Path, 
 
 def test_each_builtin_model_goes_to_the_pass_of_its_task(plugin: Path, tmp_path: Path):
     models = ensure_builtin_models(BUILTIN_MODELS, Registry(tmp_path / "registry"), tfaot=False)
-    configs = configurations(plugin, models)
+    # The register allocator's models act in llc: a section of their own, not opt rows.
+    in_opt = [m for m in models if m.task != "regalloc"]
+    assert {m.name for m in models if m.task == "regalloc"} == {"regalloc-split"}  # no native
+    configs = configurations(plugin, in_opt)
     assert configs[0].model is None
     by_model = {c.model: c for c in configs[1:]}
-    assert set(by_model) == {m.name for m in models}  # each with its -native form
+    assert set(by_model) == {m.name for m in in_opt}  # each with its -native form
     for m in BUILTIN_MODELS:
+        if m.task == "regalloc":
+            continue
         args = " ".join(by_model[m.name].opt_args)
         option = {"inliner": "-mlbridge-inline-model", "phase-order": "-mlbridge-phase-order-model"}
         assert f"{option[m.task]}={m.name}" in args, args
@@ -120,7 +125,13 @@ def test_demo_smoke_two_modules_prints_the_table_and_writes_the_plot(tmp_path: P
         capture_output=True, text=True, timeout=900, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
+    lines = proc.stdout.splitlines()
+    first = lines.index(next(line for line in lines if line.startswith("| configuration")))
+    rows = []
+    for line in lines[first:]:
+        if not line.startswith("| "):
+            break
+        rows.append(line)
     header = [c.strip() for c in rows[0].strip("|").split("|")]
     assert header == [
         "configuration", "modules", "allocated bytes", "vs stock", ".text bytes", "vs stock",
@@ -128,9 +139,15 @@ def test_demo_smoke_two_modules_prints_the_table_and_writes_the_plot(tmp_path: P
     ]  # fmt: skip
     body = [[c.strip() for c in r.strip("|").split("|")] for r in rows[2:]]
     assert body[0][0] == "stock opt-22 -Oz" and body[0][8] == "-"
-    registered = {m.name for m in ensure_builtin_models(BUILTIN_MODELS, tfaot=True)}
+    registered = ensure_builtin_models(BUILTIN_MODELS, tfaot=True)
     named = {re.search(r"'([^']+)'$", r[0]).group(1) for r in body[1:]}
-    assert named == registered  # every shipped model, inliner ones in both in-process forms
+    # Every shipped opt model, inliner ones in both in-process forms.
+    assert named == {m.name for m in registered if m.task != "regalloc"}
+    # The register allocator's model: its own table, beside greedy, per project.
+    regalloc = [line for line in lines if "'regalloc-split' (ONNX Runtime)" in line]
+    assert len(regalloc) == 3, proc.stdout  # the two modules' projects, then all
+    greedy = [line for line in lines if re.match(r"\| all \| greedy \| \d+ ", line)]
+    assert len(greedy) == 1, proc.stdout
     for row in body:
         assert row[1] == "2"
         assert int(row[2]) > int(row[4]) > 0  # allocated > .text

@@ -232,15 +232,17 @@ def test_the_split_agents_onnx_branch_agrees_with_pytorch_and_survives_json(
 
 
 def test_the_split_agents_block_inputs_carry_the_split_policys_saving() -> None:
-    # The last transformed column orders blocks as split_gains does: cloning the split
+    # The last transformed columns order blocks as split_gains does: cloning the split
     # policy is one weight and one threshold away.
     from mlbridge.regalloc import split_gains
     from mlbridge.regalloc.gnn import block_inputs
 
     obs = _observation(np.random.default_rng(12), 2, 4, 3, 40)
-    saving = block_inputs(torch.from_numpy(obs["block_features"]))[:, -1].numpy()
+    inputs = block_inputs(torch.from_numpy(obs["block_features"])).numpy()
+    saving, positive = inputs[:, -2], inputs[:, -1]
     gains = split_gains(obs["block_features"])
     assert (np.sign(saving) == np.sign(gains)).all()
+    assert (positive == (gains > 0)).all()
     assert (np.argsort(saving, kind="stable") == np.argsort(gains, kind="stable")).all()
 
 
