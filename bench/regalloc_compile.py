@@ -12,21 +12,22 @@ Every held-out module of the corpus (``opt-22 -O2`` once) is compiled by ``llc-2
     ONNX graph in ONNX Runtime; the Python policy over a pipe (bitstream) and as a gRPC
     model server;
   - the **graph policy** (``--model gnn``, RL4ReAl's and the ML-Compiler-Bridge paper's
-    comparison): ``mlbridge.regalloc.gnn.RegallocGNN`` with the trainer's sizes and
-    weights seeded by ``torch.manual_seed(0)``, untrained (a decision costs what a
-    trained network's of the same size costs), in PyTorch behind the pipe and the gRPC
-    model server, and exported to ONNX (``RegallocGNN.to_onnx``, as the trainer exports)
-    and run in-process by ONNX Runtime. Objects that differ between its runners (ties
-    rounded differently by PyTorch and ONNX Runtime) are counted and reported, not
+    comparison): the built-in trained agents ``regalloc-split``
+    (``mlbridge.regalloc.gnn.RegallocGNN``, with the split agent acting), in PyTorch
+    behind the pipe and the gRPC model server, and exported to ONNX
+    (``RegallocGNN.to_onnx``, as the trainer and ``mlbridge models install-builtin``
+    export it) and run in-process by ONNX Runtime. Objects that differ between its runners
+    (ties rounded differently by PyTorch and ONNX Runtime) are counted and reported, not
     dropped.
 
   Each project's modules one after the other (``--jobs 1``), and for the basic policy's
   in-process rows also on 2 parallel jobs. Rounds are interleaved; the median is reported.
 - **Quality**, per project: spill and reload instructions (also folded) weighted by block
   frequency, copies, ``.text`` and allocated bytes (every ``SHF_ALLOC`` section), for
-  greedy, LLVM's basic allocator, and ``-regalloc=mlbridge`` with the basic and a random
-  policy. The costs come from ``mlbridge-regalloc-cost`` (docs/ml-regalloc.md), run on the
-  MIR each allocator leaves after the rewriter.
+  greedy, LLVM's basic allocator, and ``-regalloc=mlbridge`` with the basic, the split
+  and a random policy and the built-in agents ``regalloc-split`` (ONNX Runtime). The
+  costs come from ``mlbridge-regalloc-cost`` (docs/ml-regalloc.md), run on the MIR each
+  allocator leaves after the rewriter.
 
     .venv/bin/python bench/regalloc_compile.py            # all held-out modules, 3 rounds
     .venv/bin/python bench/regalloc_compile.py --quick    # 6 modules per project, 1 round
@@ -132,9 +133,8 @@ GREEDY = "greedy (stock llc)"
 GNN_INPROCESS = "GNN in-process (ONNX Runtime)"
 GNN_PIPE = "GNN pipe (bitstream, PyTorch)"
 GNN_GRPC = "GNN gRPC (PyTorch server)"
-#: The graph policy's weights: ``torch.manual_seed(GNN_SEED)``, then the constructor's
-#: initialisation.
-GNN_SEED = 0
+#: The built-in trained agents, the graph policy of ``--model gnn`` and a quality row.
+GNN_POLICY = Path(__file__).resolve().parents[1] / "mlbridge/regalloc/models/regalloc-split.json"
 
 
 class CountedPolicy:
@@ -234,32 +234,13 @@ def gnn_runners(
     timeout: float,
 ) -> dict[str, Runner]:
     """The graph policy's runners: its ONNX export in-process, PyTorch over pipe and gRPC."""
-    ml = mlbridge_allocator(plugin, verify=False)
+    ml = mlbridge_allocator(plugin, "-mlbridge-regalloc-split", verify=False)
     address, grpc_policy = grpc
     return {
         GNN_INPROCESS: Runner(_llc([*ml, f"-mlbridge-regalloc-model={onnx_model}"], timeout), GNN),
         GNN_PIPE: Runner(_over_pipe(ml, pipe_policy, timeout), GNN, policy=pipe_policy),
         GNN_GRPC: Runner(_over_grpc(ml, address, timeout), GNN, policy=grpc_policy),
     }
-
-
-def seeded_gnn() -> Any:
-    """The graph policy with the trainer's sizes and seeded, untrained weights.
-
-    Timing needs no training: a trained network of the same size does the same operations
-    on the same shapes. PyTorch is kept to one thread, as ONNX Runtime is in the plugin.
-    """
-    import torch
-
-    from mlbridge.regalloc.gnn import RegallocGNN
-    from mlbridge.regalloc.trainer import RegallocTrainConfig
-
-    torch.set_num_threads(1)
-    torch.manual_seed(GNN_SEED)
-    config = RegallocTrainConfig()
-    policy = RegallocGNN(config.hidden, config.rounds)
-    policy.eval()
-    return policy
 
 
 def _sha(path: Path) -> str:
@@ -365,12 +346,29 @@ def measure_compile_time(
 # -- quality -----------------------------------------------------------------------------
 
 
-def quality_allocators(plugin: Path) -> dict[str, list[str]]:
+def trained_gnn() -> Any:
+    """The built-in trained agents ``regalloc-split``, PyTorch on one thread (as ONNX Runtime)."""
+    import torch
+
+    from mlbridge.regalloc.gnn import RegallocGNN
+
+    torch.set_num_threads(1)
+    return RegallocGNN.load(GNN_POLICY)
+
+
+def quality_allocators(plugin: Path, trained_onnx: Path) -> dict[str, list[str]]:
     """The allocators compared for quality, as llc options."""
+    split = "-mlbridge-regalloc-split"
     return {
         "greedy": [],
         "LLVM basic": ["-regalloc=basic"],
         "mlbridge, basic policy": mlbridge_allocator(plugin, verify=False),
+        "mlbridge, split policy": mlbridge_allocator(
+            plugin, "-mlbridge-regalloc-policy=split", split, verify=False
+        ),
+        "mlbridge, regalloc-split (ONNX Runtime)": mlbridge_allocator(
+            plugin, f"-mlbridge-regalloc-model={trained_onnx}", split, verify=False
+        ),
         "mlbridge, random policy": mlbridge_allocator(
             plugin, "-mlbridge-regalloc-policy=random", "-mlbridge-regalloc-seed=1", verify=False
         ),
@@ -422,7 +420,8 @@ def measure_quality(
 ) -> list[dict[str, Any]]:
     """Per project and allocator: the sums over its modules."""
     rows = []
-    for name, options in quality_allocators(plugin).items():
+    trained = trained_gnn().to_onnx(work / "regalloc-split.onnx")
+    for name, options in quality_allocators(plugin, trained).items():
         for project, files in modules.items():
             folder = work / "quality" / re.sub(r"\W+", "-", name) / project
             folder.mkdir(parents=True, exist_ok=True)
@@ -496,15 +495,12 @@ def _gnn_section(result: dict[str, Any], by: dict[tuple[str, int, str], float]) 
         f"The paper's comparison: one model served from Python against the same model "
         f"exported to ONNX and run in-process. The model is `RegallocGNN` "
         f"(`mlbridge/regalloc/gnn.py`; hidden width {gnn['hidden']}, {gnn['rounds']} rounds "
-        f"of message passing, the trainer's defaults; {gnn['parameters']} weights) seeded by "
-        f"`torch.manual_seed({gnn['seed']})`, **not trained**: a decision costs what a "
-        "trained network's of the same size costs (the same operations on the same graph), "
-        "but which decisions it makes, and so how many (a spill adds live ranges, each "
-        "decided again) and the code, are not a trained model's; the decisions column counts "
-        "them. PyTorch answers on the Python side of the pipe (bitstream) and of the gRPC "
-        "model server; its ONNX export (`RegallocGNN.to_onnx`, as `mlbridge train regalloc` "
-        "exports it) answers in-process in ONNX Runtime. PyTorch and ONNX Runtime each "
-        "compute on one thread. "
+        f"of message passing, with a split agent; {gnn['parameters']} weights): the built-in "
+        "trained agents `regalloc-split` (`mlbridge/regalloc/models/regalloc-split.json`), "
+        "llc with `-mlbridge-regalloc-split`. PyTorch answers on the Python side of the pipe "
+        "(bitstream) and of the gRPC model server; its ONNX export (`RegallocGNN.to_onnx`, as "
+        "`mlbridge models install-builtin` exports it) answers in-process in ONNX Runtime. "
+        "PyTorch and ONNX Runtime each compute on one thread. "
         f"Wall time of a project's modules on 1 job, median of {meta['rounds']} interleaved "
         f"rounds. The three runners' objects are byte-identical on {same} of {total} "
         "modules (checked; a module where they differ is listed below and still timed).",
@@ -589,8 +585,8 @@ def _quality_section(result: dict[str, Any]) -> list[str]:
         )
     lines += [
         "",
-        "No trained agents yet: the quality target (beat LLVM's basic allocator and come "
-        "within 5% of greedy) is for them; the rows above are the untrained baselines.",
+        "The quality target is for the trained agents (`regalloc-split`): beat LLVM's basic "
+        "allocator on both measures and come within 5% of greedy.",
     ]
     return lines
 
@@ -666,13 +662,14 @@ def main(argv: list[str]) -> int:
                 runners |= basic_runners(plugin, onnx_model, pipe_policy,
                                          (server.address, grpc_policy), args.timeout)  # fmt: skip
             if GNN in models:
-                gnn = seeded_gnn()
+                gnn = trained_gnn()
                 pipe_policy, grpc_policy = CountedPolicy(gnn), CountedPolicy(gnn)
                 server = servers.enter_context(serve(grpc_policy, "127.0.0.1:0"))
                 onnx_model = gnn.to_onnx(work / "gnn.onnx")
                 runners |= gnn_runners(plugin, onnx_model, pipe_policy,
                                        (server.address, grpc_policy), args.timeout)  # fmt: skip
-                gnn_meta = {"seed": GNN_SEED, "hidden": gnn.hidden, "rounds": gnn.rounds,
+                gnn_meta = {"policy": str(GNN_POLICY.name), "hidden": gnn.hidden,
+                            "rounds": gnn.rounds,
                             "parameters": sum(w.numel() for w in gnn.parameters()),
                             "onnx_bytes": onnx_model.stat().st_size}  # fmt: skip
             compile_time, agreement = measure_compile_time(runners, optimized, work, rounds)

@@ -61,6 +61,7 @@ INLINER_FEATURES = [
 
 INLINERS = [m for m in BUILTIN_MODELS if m.task == "inliner"]
 PHASE_ORDER = [m for m in BUILTIN_MODELS if m.task == "phase-order"]
+REGALLOC = [m for m in BUILTIN_MODELS if m.task == "regalloc"]
 
 
 def test_every_builtin_policy_loads_and_uses_only_inliner_features():
@@ -75,13 +76,15 @@ def test_builtins_are_registered_once_and_fit_the_inline_advisor(tmp_path: Path)
     first = ensure_builtin_models(BUILTIN_MODELS, registry)
     names = [n for m in INLINERS for n in (m.name, f"{m.name}-native", f"{m.name}-aot")]
     names += [n for m in PHASE_ORDER for n in (m.name, f"{m.name}-native")]
+    names += [m.name for m in REGALLOC]  # ONNX only: its If has no native form
     assert [m.name for m in first] == names
     assert [m.kind for m in first] == ["onnx", "native", "tfaot"] * len(INLINERS) + [
         "onnx",
         "native",
-    ] * len(PHASE_ORDER)
+    ] * len(PHASE_ORDER) + ["onnx"] * len(REGALLOC)
     tasks = {m.name: m.task for m in first}
-    assert all(tasks[f"{b.name}-native"] == b.task for b in BUILTIN_MODELS)
+    assert all(tasks[f"{b.name}-native"] == b.task for b in BUILTIN_MODELS if b.native)
+    assert all(tasks[b.name] == b.task for b in BUILTIN_MODELS)
     stamp = {m.name: m.registered_at for m in first}
     second = ensure_builtin_models(BUILTIN_MODELS, registry)
     # Built from the same training output: nothing registered again.
@@ -117,11 +120,28 @@ def test_the_phase_order_agent_fits_the_pass_interface(tmp_path: Path):
     assert [a.name for a in model.advice] == ["action"]
 
 
+def test_the_regalloc_agents_fit_the_allocators_interface_with_a_split_agent(tmp_path: Path):
+    """regalloc-split reads the allocator's features and answers all three agents."""
+    from mlbridge.regalloc import advice_spec, feature_specs
+    from mlbridge.regalloc.gnn import RegallocGNN
+
+    (builtin,) = REGALLOC
+    assert RegallocGNN.load(builtin.policy_path).split
+    registry = Registry(tmp_path / "registry")
+    ensure_builtin_models(BUILTIN_MODELS, registry, tfaot=False)
+    model = registry.get(builtin.name)
+    assert (model.kind, model.task) == ("onnx", "regalloc")
+    assert check_compatible(list(feature_specs()), model.features) == []
+    assert [a.name for a in model.advice] == [advice_spec().name]
+    assert f"{builtin.name}-native" not in registry.names()
+
+
 def test_the_builtin_model_of_a_task_is_found_by_task_not_position():
     from mlbridge.models.registry import RegistryError
     from mlbridge.problems import builtin_model
 
     assert builtin_model("inliner").name == "inliner-oz"
     assert builtin_model("phase-order").name == "phase-order-oz"
+    assert builtin_model("regalloc").name == "regalloc-split"
     with pytest.raises(RegistryError, match="no built-in model for task 'mlir-loop-unroll'"):
         builtin_model("mlir-loop-unroll")
