@@ -77,7 +77,7 @@ from mlbridge.errors import MLBridgeError
 from mlbridge.llvm import find_llvm_tool, object_sizes
 from mlbridge.paths import default_build_dir, plugin_path
 from mlbridge.progress import track
-from mlbridge.regalloc.interface import MASK
+from mlbridge.regalloc.interface import BLOCK_FEATURES, MASK
 from mlbridge.regalloc.policy import basic_policy, split_policy
 from mlbridge.training.checkpoints import (
     CheckpointError,
@@ -1298,7 +1298,8 @@ def _validate(training: _Training, tuned: Any, cloned: Any) -> dict[str, Any]:
         "seconds": time.perf_counter() - t0,
     }
     _log(
-        f"validation on {len(chosen)} training modules: SpillReloadCost basic policy "
+        f"validation on {len(chosen)} training modules: SpillReloadCost "
+        f"{baseline_name(training.config.split)} "
         f"{basic:.0f}, cloned {cost_cloned:.0f}, fine-tuned {cost_tuned:.0f}: keeping the "
         f"{keep} policy",
         training.log,
@@ -1311,7 +1312,7 @@ def _validate(training: _Training, tuned: Any, cloned: Any) -> dict[str, Any]:
 #: The features of a recorded observation (:func:`~mlbridge.regalloc.gnn.compact_observation`)
 #: with one row per sample, and those with a variable number of rows.
 _FIXED_FEATURES = ("agent", "node")
-_RAGGED_FEATURES = ("node_features", "register_features", MASK)
+_RAGGED_FEATURES = ("node_features", "register_features", "block_features", MASK)
 
 
 def _pack_samples(samples: Sequence[Mapping[str, Any]]) -> str | None:
@@ -1354,6 +1355,9 @@ def _unpack_samples(text: str | None) -> list[dict[str, Any]]:
         return []
     with np.load(io.BytesIO(base64.b64decode(text))) as data:
         a = {name: data[name] for name in data.files}
+    if "block_features" not in a:  # a checkpoint from before the split agent: none
+        a["block_features"] = np.zeros((0, len(BLOCK_FEATURES)), np.float32)
+        a["block_features.rows"] = np.zeros(len(a["agent"]), np.int64)
     ragged = {name: _split(a[name], a[f"{name}.rows"]) for name in _RAGGED_FEATURES}
     edges = _split(a["edges"], a["edges.rows"])
     return [

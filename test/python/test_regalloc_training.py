@@ -418,3 +418,16 @@ def test_reinforce_step_raises_the_probability_of_actions_that_did_better() -> N
     items = [(1.0, 1.0, samples, better), (-1.0, 1.0, samples, worse)]
     _reinforce_step(policy, optimizer, items, RegallocTrainConfig())
     assert logp(better) - before_better > logp(worse) - before_worse
+
+
+def test_a_checkpoints_recorded_observations_keep_the_split_agents_blocks() -> None:
+    from mlbridge.regalloc.trainer import _pack_samples, _unpack_samples
+
+    rng = np.random.default_rng(13)
+    samples = [compact_observation(_observation(rng, i % 3, 6, 5, 3)) for i in range(9)]
+    back = _unpack_samples(_pack_samples(samples))
+    assert len(back) == len(samples)
+    for got, want in zip(back, samples, strict=True):
+        for name in ("agent", "node", "node_features", "register_features", "block_features"):
+            assert np.array_equal(got[name], want[name]), name
+    assert sum(s["block_features"].shape[0] for s in back) > 0
