@@ -452,12 +452,13 @@ private:
   /// The blocks the current node may be split around: those with its own
   /// uses or defs (not the copies of earlier splits), when there are at least
   /// two or a block of the second kind, and those it lives through that
-  /// contain a call (no use of it, no
-  /// copy of an earlier split of it: split around such a block, the rest of
-  /// the live range no longer crosses that call's clobbers). Left out are
-  /// blocks where a split would need more than two copies at the block's
-  /// borders (landing pads, blocks with an asm goto, terminators that read
-  /// or write it, inline assembly using it).
+  /// contain a call (no use of it, no copy of an earlier split of it: split
+  /// around such a block, the rest of the live range no longer crosses that
+  /// call's clobbers). Left out are blocks where a split would need more
+  /// than two copies at the block's borders (landing pads, blocks with an
+  /// asm goto, terminators that read or write it, inline assembly using it)
+  /// and blocks from which it is live into a landing pad (its value must be
+  /// in place at the invoke, before the copy at the block's end).
   void computeSplitCandidates(Register Reg) {
     SplitCandidates.clear();
     const LiveInterval &LI = LIS.getInterval(Reg);
@@ -492,6 +493,13 @@ private:
         if (!LiveIn || !LiveOut || Calls == 0)
           continue;
       }
+      // Live into a landing pad: the value must be in place at the call that
+      // may throw (an invoke), not only at the copy a split would put before
+      // the terminators, after that call.
+      if (LiveOut && any_of(MBB.successors(), [&](MachineBasicBlock *Succ) {
+            return Succ->isEHPad() && LIS.isLiveInToMBB(LI, Succ);
+          }))
+        continue;
       SplitCandidate C;
       C.Block = &MBB;
       C.Features[BlockFrequency] =
