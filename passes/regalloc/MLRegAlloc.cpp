@@ -452,12 +452,13 @@ private:
   /// The blocks the current node may be split around: those with its own
   /// uses or defs (not the copies of earlier splits), when there are at least
   /// two or a block of the second kind, and those it lives through that
-  /// contain a call (no use of it, no
-  /// copy of an earlier split of it: split around such a block, the rest of
-  /// the live range no longer crosses that call's clobbers). Left out are
-  /// blocks where a split would need more than two copies at the block's
-  /// borders (landing pads, blocks with an asm goto, terminators that read
-  /// or write it, inline assembly using it).
+  /// contain a call (no use of it, no copy of an earlier split of it: split
+  /// around such a block, the rest of the live range no longer crosses that
+  /// call's clobbers). Left out are blocks where a split would need more
+  /// than two copies at the block's borders (landing pads, blocks with an
+  /// asm goto, terminators that read or write it, inline assembly using it)
+  /// and blocks from which it is live into a landing pad (its value must be
+  /// in place at the invoke, before the copy at the block's end).
   void computeSplitCandidates(Register Reg) {
     SplitCandidates.clear();
     const LiveInterval &LI = LIS.getInterval(Reg);
@@ -492,6 +493,13 @@ private:
         if (!LiveIn || !LiveOut || Calls == 0)
           continue;
       }
+      // Live into a landing pad: the value must be in place at the call that
+      // may throw (an invoke), not only at the copy a split would put before
+      // the terminators, after that call.
+      if (LiveOut && any_of(MBB.successors(), [&](MachineBasicBlock *Succ) {
+            return Succ->isEHPad() && LIS.isLiveInToMBB(LI, Succ);
+          }))
+        continue;
       SplitCandidate C;
       C.Block = &MBB;
       C.Features[BlockFrequency] =
@@ -907,6 +915,8 @@ struct Observation {
   int64_t Agent = -1;
   const TensorRef *NodeFeatures = nullptr;
   const TensorRef *RegisterFeatures = nullptr;
+  /// Only the split policy needs it (on the split agent's queries).
+  const TensorRef *BlockFeatures = nullptr;
   const TensorRef *ActionMask = nullptr;
 
   static Expected<Observation> read(ArrayRef<TensorRef> Features) {
@@ -920,6 +930,8 @@ struct Observation {
       else if (T.name() == "register_features" &&
                T.type() == ElementType::Float)
         O.RegisterFeatures = &T;
+      else if (T.name() == "block_features" && T.type() == ElementType::Float)
+        O.BlockFeatures = &T;
       else if (T.name() == MaskName && T.type() == ElementType::Int64)
         O.ActionMask = &T;
     }
@@ -934,6 +946,92 @@ struct Observation {
 
 TensorValue actionValue(int64_t Index) {
   return TensorValue::scalar<int64_t>(AdviceName, Index);
+}
+
+/// The basic policy's decision (builtinRegAllocPolicy), or none when nothing
+/// is legal.
+std::optional<int64_t> basicDecision(const Observation &O) {
+  ArrayRef<int64_t> Mask = O.ActionMask->data<int64_t>();
+  std::optional<int64_t> Best;
+  float BestKey = 0;
+  if (O.Agent == static_cast<int64_t>(RegAllocAgent::Split)) {
+    // LLVM's basic allocator spills, never splits.
+    Best = static_cast<int64_t>(Mask.size()) - 1;
+  } else if (O.Agent == static_cast<int64_t>(RegAllocAgent::Priority)) {
+    // The heaviest queued live range first (unspillable ones weigh most).
+    ArrayRef<float> Rows = O.NodeFeatures->data<float>();
+    for (size_t I = 0; I < Mask.size(); ++I) {
+      float W = Rows[I * NumNodeFeatures + NodeWeight];
+      if (Mask[I] && (!Best || W > BestKey)) {
+        Best = I;
+        BestKey = W;
+      }
+    }
+  } else {
+    // The first free register, else the cheapest eviction, else spill.
+    ArrayRef<float> Rows = O.RegisterFeatures->data<float>();
+    const size_t R = Mask.empty() ? 0 : Mask.size() - 1;
+    for (size_t I = 0; I < R && !Best; ++I)
+      if (Mask[I] && Rows[I * NumRegisterFeatures + RegFree] != 0)
+        Best = I;
+    if (!Best) {
+      for (size_t I = 0; I < R; ++I) {
+        float Cost = Rows[I * NumRegisterFeatures + RegEvictCost];
+        if (Mask[I] && (!Best || Cost < BestKey)) {
+          Best = I;
+          BestKey = Cost;
+        }
+      }
+    }
+    // LLVM's basic allocator evicts lighter live ranges before it spills
+    // this one.
+    if (!Best && !Mask.empty() && Mask.back())
+      Best = static_cast<int64_t>(R);
+  }
+  return Best;
+}
+
+/// The split policy's split decision (splitRegAllocPolicy): the first legal
+/// block of the largest gain, if that is positive; else spill (the last
+/// action). The gain of a block is
+/// `(uses - (live_in + live_out)) * (2^frequency - 1)`, in double precision
+/// from the float features, in the order mlbridge.regalloc.split_gains
+/// computes it in numpy, so that both decide the same.
+Expected<int64_t> splitDecision(const Observation &O) {
+  ArrayRef<int64_t> Mask = O.ActionMask->data<int64_t>();
+  if (none_of(Mask, [](int64_t M) { return M != 0; }))
+    return createStringError("no legal action (action_mask is all zero)");
+  if (!O.BlockFeatures)
+    return createStringError(
+        "the split policy needs the feature block_features, as "
+        "regallocFeatureSpecs() gives it");
+  ArrayRef<float> Rows = O.BlockFeatures->data<float>();
+  const size_t S = std::min(Rows.size() / NumBlockFeatures, Mask.size() - 1);
+  const int64_t Spill = static_cast<int64_t>(Mask.size()) - 1;
+  std::optional<int64_t> Best;
+  double BestGain = 0;
+  for (size_t I = 0; I < S; ++I) {
+    if (!Mask[I])
+      continue;
+    const float *Row = &Rows[I * NumBlockFeatures];
+    const double Copies = double(Row[BlockLiveIn]) + double(Row[BlockLiveOut]);
+    const double Gain = (double(Row[BlockUses]) - Copies) *
+                        (std::exp2(double(Row[BlockFrequency])) - 1.0);
+    // numpy's argmax stops at the first NaN, whose gain is not positive.
+    if (std::isnan(Gain))
+      return Spill;
+    if (!Best || Gain > BestGain) {
+      Best = static_cast<int64_t>(I);
+      BestGain = Gain;
+    }
+  }
+  return Best && BestGain > 0 ? *Best : Spill;
+}
+
+Expected<TensorValue> decided(std::optional<int64_t> Best) {
+  if (!Best)
+    return createStringError("no legal action (action_mask is all zero)");
+  return actionValue(*Best);
 }
 
 } // namespace
@@ -961,45 +1059,20 @@ CallbackModelRunner::Callback builtinRegAllocPolicy() {
     Expected<Observation> O = Observation::read(Features);
     if (!O)
       return O.takeError();
-    ArrayRef<int64_t> Mask = O->ActionMask->data<int64_t>();
-    std::optional<int64_t> Best;
-    float BestKey = 0;
-    if (O->Agent == static_cast<int64_t>(RegAllocAgent::Split)) {
-      // LLVM's basic allocator spills, never splits.
-      Best = static_cast<int64_t>(Mask.size()) - 1;
-    } else if (O->Agent == static_cast<int64_t>(RegAllocAgent::Priority)) {
-      // The heaviest queued live range first (unspillable ones weigh most).
-      ArrayRef<float> Rows = O->NodeFeatures->data<float>();
-      for (size_t I = 0; I < Mask.size(); ++I) {
-        float W = Rows[I * NumNodeFeatures + NodeWeight];
-        if (Mask[I] && (!Best || W > BestKey)) {
-          Best = I;
-          BestKey = W;
-        }
-      }
-    } else {
-      // The first free register, else the cheapest eviction, else spill.
-      ArrayRef<float> Rows = O->RegisterFeatures->data<float>();
-      const size_t R = Mask.empty() ? 0 : Mask.size() - 1;
-      for (size_t I = 0; I < R && !Best; ++I)
-        if (Mask[I] && Rows[I * NumRegisterFeatures + RegFree] != 0)
-          Best = I;
-      if (!Best) {
-        for (size_t I = 0; I < R; ++I) {
-          float Cost = Rows[I * NumRegisterFeatures + RegEvictCost];
-          if (Mask[I] && (!Best || Cost < BestKey)) {
-            Best = I;
-            BestKey = Cost;
-          }
-        }
-      }
-      // LLVM's basic allocator evicts lighter live ranges before it spills
-      // this one.
-      if (!Best && !Mask.empty() && Mask.back())
-        Best = static_cast<int64_t>(R);
-    }
+    return decided(basicDecision(*O));
+  };
+}
+
+CallbackModelRunner::Callback splitRegAllocPolicy() {
+  return [](ArrayRef<TensorRef> Features) -> Expected<TensorValue> {
+    Expected<Observation> O = Observation::read(Features);
+    if (!O)
+      return O.takeError();
+    if (O->Agent != static_cast<int64_t>(RegAllocAgent::Split))
+      return decided(basicDecision(*O));
+    Expected<int64_t> Best = splitDecision(*O);
     if (!Best)
-      return createStringError("no legal action (action_mask is all zero)");
+      return Best.takeError();
     return actionValue(*Best);
   };
 }

@@ -128,6 +128,18 @@ TensorSpec regallocAdviceSpec();
 /// least weight, else spill; split: spill (the basic allocator never
 /// splits).
 CallbackModelRunner::Callback builtinRegAllocPolicy();
+/// The built-in policy with a split agent that splits where that saves the
+/// most (`-mlbridge-regalloc-policy=split`; mlbridge.regalloc.split_policy
+/// in Python, decision for decision). Priority and coloring: as
+/// builtinRegAllocPolicy. Split: the first legal block of the largest gain
+/// `(uses - live_in - live_out) * (2^frequency - 1)` (the reloads and stores
+/// spilling would put in the block, minus the copies at its borders, weighted
+/// by its frequency relative to the entry block; computed in double from the
+/// float features), if that gain is positive; else spill. A block the live
+/// range only lives through has a negative gain, so this policy splits
+/// around blocks with uses only. The fallback on a model failure stays
+/// builtinRegAllocPolicy.
+CallbackModelRunner::Callback splitRegAllocPolicy();
 /// A uniformly random legal action, seeded: a policy that knows nothing, for
 /// showing that legality never depends on the model.
 CallbackModelRunner::Callback randomRegAllocPolicy(uint64_t Seed);

@@ -51,7 +51,7 @@ mlbridge::plugins::RunnerCommandLine RegAllocRunnerOpts(
      "of the compilation"},
     "regalloc");
 
-enum class BuiltinPolicy { Basic, Random };
+enum class BuiltinPolicy { Basic, Random, Split };
 
 cl::opt<BuiltinPolicy> PolicyOpt(
     "mlbridge-regalloc-policy",
@@ -63,14 +63,20 @@ cl::opt<BuiltinPolicy> PolicyOpt(
                           "cheapest eviction, else spill (default)"),
                clEnumValN(BuiltinPolicy::Random, "random",
                           "a uniformly random legal action "
-                          "(-mlbridge-regalloc-seed)")),
+                          "(-mlbridge-regalloc-seed)"),
+               clEnumValN(BuiltinPolicy::Split, "split",
+                          "basic, with a split agent that splits around the "
+                          "block of the largest (uses - live_in - live_out) "
+                          "* frequency if positive, else spills (acts with "
+                          "-mlbridge-regalloc-split)")),
     cl::init(BuiltinPolicy::Basic), cl::cat(Category));
 
 cl::opt<bool> SplitOpt(
     "mlbridge-regalloc-split",
     cl::desc("Let the split agent act when the coloring agent chooses to "
-             "spill a live range used in several blocks: it may split the "
-             "live range around one of them instead (docs/ml-regalloc.md)"),
+             "spill a live range used in several blocks or living through a "
+             "block with a call: it may split the live range around one of "
+             "them instead (docs/ml-regalloc.md)"),
     cl::init(false), cl::cat(Category));
 
 cl::list<std::string> ModelFunctionsOpt(
@@ -94,9 +100,18 @@ FunctionPass *createFromOptions() {
   Options.Split = SplitOpt;
   for (const std::string &Name : ModelFunctionsOpt)
     Options.ModelFunctions.insert(Name);
-  CallbackModelRunner::Callback Policy =
-      PolicyOpt == BuiltinPolicy::Random ? passes::randomRegAllocPolicy(SeedOpt)
-                                         : passes::builtinRegAllocPolicy();
+  CallbackModelRunner::Callback Policy;
+  switch (PolicyOpt) {
+  case BuiltinPolicy::Basic:
+    Policy = passes::builtinRegAllocPolicy();
+    break;
+  case BuiltinPolicy::Random:
+    Policy = passes::randomRegAllocPolicy(SeedOpt);
+    break;
+  case BuiltinPolicy::Split:
+    Policy = passes::splitRegAllocPolicy();
+    break;
+  }
   auto Factory = [Config, Policy](std::vector<TensorSpec> Features,
                                   TensorSpec Advice) {
     return createModelRunner(Config, std::move(Features), std::move(Advice),

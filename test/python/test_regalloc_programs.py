@@ -2,7 +2,10 @@
 
 Every function of Lua, bzip2 and MuJS is allocated by ``llc-22 -regalloc=mlbridge`` (with
 ``-verify-machineinstrs``), with the built-in policy and with random policies, also with
-the split agent (legality never depends on the model); each program runs its check
+the split agent (legality never depends on the model), and with the built-in split policy
+(the splits a good policy makes: around the blocks of its uses in hot loops, where the
+random policies mostly spill or split around blocks it only lives through); each program
+runs its check
 (mlbridge.regalloc.programs) and must give greedy's transcript exactly: the Lua script's
 output, bzip2's compressed bytes and exact round trip, the JavaScript's output.
 """
@@ -32,6 +35,7 @@ POLICIES = {
         "-mlbridge-regalloc-policy=random",
         "-mlbridge-regalloc-seed=1",
     ),
+    "split": ("-mlbridge-regalloc-split", "-mlbridge-regalloc-policy=split"),
 }
 
 

@@ -2,7 +2,11 @@
 
 Every module of every corpus project, after ``opt-22 -O2``, through ``llc-22 -O2
 -regalloc=mlbridge -verify-machineinstrs`` with a random policy (legality never depends on
-the model), a random policy with the split agent, and the built-in basic policy.
+the model), a random policy with the split agent, the built-in basic policy, and the
+built-in split policy with the split agent (its splits are the ones a good policy makes;
+about 19000 of them over the corpus, in 401 modules). The split policy costs about as much
+as the basic one (70 s on 2 cores, against 280 s for the random policy with splits, whose
+splits multiply the live ranges), so it gets a whole pass rather than a sample.
 """
 
 from __future__ import annotations
@@ -45,8 +49,9 @@ def optimized(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
             "-mlbridge-regalloc-seed=12",
         ),
         (),
+        ("-mlbridge-regalloc-split", "-mlbridge-regalloc-policy=split"),
     ],
-    ids=["random", "random-split", "basic"],
+    ids=["random", "random-split", "basic", "split"],
 )
 def test_every_corpus_function_passes_the_machine_verifier(
     policy: tuple[str, ...], optimized: list[Path]
