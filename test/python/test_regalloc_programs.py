@@ -7,11 +7,15 @@ the split agent (legality never depends on the model), and with the built-in spl
 random policies mostly spill or split around blocks it only lives through); each program
 runs its check
 (mlbridge.regalloc.programs) and must give greedy's transcript exactly: the Lua script's
-output, bzip2's compressed bytes and exact round trip, the JavaScript's output.
+output, bzip2's compressed bytes and exact round trip, the JavaScript's output. So must the
+programs built with the built-in trained agents ``regalloc-split``, named as a user names
+them (``-mlbridge-regalloc-model=regalloc-split``, from a registry of the test's own).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -63,6 +67,46 @@ def test_program_allocated_by_the_ml_allocator_behaves_as_with_greedy(
     modules, expected = greedy_builds[name]
     options = mlbridge_allocator(built_plugin("llc"), *POLICIES[policy])
     binary = build_program(program, modules, options, tmp_path / policy)
+    assert run_program(program, binary) == expected
+
+
+@pytest.fixture(scope="module")
+def builtin_agents_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A registry holding ``regalloc-split``, the one llc reads (MLBRIDGE_MODEL_REGISTRY)."""
+    from mlbridge.models import Registry
+    from mlbridge.models.builtin import ensure_builtin_models
+    from mlbridge.problems import builtin_model
+
+    root = tmp_path_factory.mktemp("regalloc-registry")
+    ensure_builtin_models([builtin_model("regalloc")], Registry(root), tfaot=False)
+    before = os.environ.get("MLBRIDGE_MODEL_REGISTRY")
+    os.environ["MLBRIDGE_MODEL_REGISTRY"] = str(root)
+    try:
+        yield root
+    finally:
+        if before is None:
+            del os.environ["MLBRIDGE_MODEL_REGISTRY"]
+        else:
+            os.environ["MLBRIDGE_MODEL_REGISTRY"] = before
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_program_allocated_by_the_builtin_trained_agents_behaves_as_with_greedy(
+    name: str,
+    greedy_builds: dict[str, tuple[list[Path], str]],
+    builtin_agents_registry: Path,
+    tmp_path: Path,
+) -> None:
+    program = PROGRAMS[name]
+    modules, expected = greedy_builds[name]
+    options = mlbridge_allocator(
+        built_plugin("llc"),
+        "-mlbridge-regalloc-split",
+        # A model that fails stops llc (-mlbridge-regalloc-on-model-failure=fail, the
+        # default): every function is allocated by the agents.
+        "-mlbridge-regalloc-model=regalloc-split",
+    )
+    binary = build_program(program, modules, options, tmp_path / "regalloc-split")
     assert run_program(program, binary) == expected
 
 
