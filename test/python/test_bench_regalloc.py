@@ -3,8 +3,9 @@
 Every basic-policy runner decides with the basic policy, and the script refuses to report
 when their objects differ; the graph policy's runners (PyTorch over the pipe and gRPC, its
 ONNX export in-process) must make the same objects too on the smoke modules; the quality
-rows cover greedy, LLVM's basic allocator and the ML allocator with the basic and a random
-policy on each held-out project. Timings are never asserted.
+rows cover greedy, LLVM's basic allocator and the ML allocator with the basic, the split and
+a random policy and with the built-in agents, on each held-out project. Timings are never
+asserted.
 """
 
 from __future__ import annotations
@@ -31,7 +32,14 @@ GNN_RUNNERS = {
     "GNN pipe (bitstream, PyTorch)",
     "GNN gRPC (PyTorch server)",
 }
-ALLOCATORS = {"greedy", "LLVM basic", "mlbridge, basic policy", "mlbridge, random policy"}
+ALLOCATORS = {
+    "greedy",
+    "LLVM basic",
+    "mlbridge, basic policy",
+    "mlbridge, split policy",
+    "mlbridge, regalloc-split (ONNX Runtime)",
+    "mlbridge, random policy",
+}
 
 
 @pytest.fixture(scope="module")

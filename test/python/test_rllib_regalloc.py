@@ -368,15 +368,15 @@ def test_the_rlmodule_scores_the_padded_query_as_the_graph_network_and_masks_pad
             "--algorithm rllib-ppo",
         ),
         (
-            ["--split"],
-            "--split is an option of --algorithm rllib-ppo, not of --algorithm reinforce",
+            ["--max-nodes", "64"],
+            "--max-nodes is an option of --algorithm rllib-ppo, not of --algorithm reinforce",
         ),
         (
             ["--algorithm", "rllib-ppo", "--steps-per-iteration", "32", "--minibatch-size", "64"],
             "--minibatch-size (64) must not exceed --steps-per-iteration (32)",
         ),
     ],
-    ids=["rllib-without-ray", "rllib-with-cloning", "reinforce-with-split", "minibatch"],
+    ids=["rllib-without-ray", "rllib-with-cloning", "reinforce-with-max-nodes", "minibatch"],
 )
 def test_options_of_the_other_algorithm_are_refused(args, message, tmp_path, capsys):
     from mlbridge.cli import main
