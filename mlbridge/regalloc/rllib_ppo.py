@@ -965,7 +965,11 @@ def _start_from(algo: Any, settings: RegallocPPOSettings, say: Callable[[str], N
     weights = algo.learner_group.get_weights(agents)
     start = {f"gnn.{k}": v.detach().cpu().numpy() for k, v in policy.state_dict().items()}
     for agent in agents:
-        weights[agent] = {**weights[agent], **start}
+        # A policy.json trained with --split also has its own split heads; each RLModule's
+        # split agent has a block head of its own (from random), so only the shared
+        # network's weights are taken.
+        mine = weights[agent]
+        weights[agent] = {**mine, **{k: v for k, v in start.items() if k in mine}}
     algo.learner_group.set_weights(weights)
     algo.env_runner_group.sync_weights(
         from_worker_or_learner_group=algo.learner_group, inference_only=True
