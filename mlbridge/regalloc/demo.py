@@ -47,6 +47,7 @@ def demo_report(entries: Sequence[Any], models: Sequence[Any], *, jobs: int = 2)
             f"-mlbridge-regalloc-model={model.name} after opt-22 -O2, against greedy (stock "
             "llc), LLVM's basic allocator and the built-in basic and split policies. "
             "SpillReloadCost: spill and reload instructions weighted by block frequency "
-            "(lower is better).\n\n" + heldout_table(summarize_heldout(rows))
+            "(lower is better); allocated bytes: every section of the objects that occupies "
+            "memory, .text beside it.\n\n" + heldout_table(summarize_heldout(rows))
         )
     return "\n\n".join(sections)

@@ -74,7 +74,7 @@ import numpy as np
 
 from mlbridge.compiler.pipe import drive_compiler
 from mlbridge.errors import MLBridgeError
-from mlbridge.llvm import find_llvm_tool, object_sizes
+from mlbridge.llvm import ObjectSizes, find_llvm_tool, object_sizes
 from mlbridge.paths import default_build_dir, plugin_path
 from mlbridge.progress import track
 from mlbridge.regalloc.interface import BLOCK_FEATURES, MASK
@@ -358,7 +358,7 @@ def allocate(
     *,
     text_bytes: bool = False,
     timeout: float = 300.0,
-) -> tuple[dict[str, FunctionCost], int | None]:
+) -> tuple[dict[str, FunctionCost], ObjectSizes | None]:
     """Allocates ``module`` in-process with llc ``options``; each function's cost.
 
     Args:
@@ -366,11 +366,12 @@ def allocate(
         plugin: The llc plugin.
         options: The allocator's options (``[]``: greedy; ``["-regalloc=basic"]``; ...).
         work: A folder for the MIR and the object.
-        text_bytes: Also compile to an object and measure its ``.text``.
+        text_bytes: Also compile to an object and measure its sizes.
         timeout: Bound of each llc run.
 
     Returns:
-        The costs, and the ``.text`` bytes (``None`` unless ``text_bytes``).
+        The costs, and the object's sizes (``.text`` and every allocated section; ``None``
+        unless ``text_bytes``).
     """
     mir = work / f"{module.stem}.mir"
     _run([*_llc_base(plugin), *options, "-stop-after=virtregrewriter", str(module),
@@ -379,13 +380,13 @@ def allocate(
         costs = function_costs(mir, plugin, timeout)
     finally:
         mir.unlink(missing_ok=True)
-    text = None
+    sizes = None
     if text_bytes:
         obj = work / f"{module.stem}.o"
         _run([*_llc_base(plugin), "-filetype=obj", *options, str(module), "-o", str(obj)], timeout)
-        text = object_sizes(obj).text
+        sizes = object_sizes(obj)
         obj.unlink(missing_ok=True)
-    return costs, text
+    return costs, sizes
 
 
 def _mlbridge(*options: str) -> list[str]:
@@ -1709,6 +1710,7 @@ class HeldoutRow:
         spills: Spill stores, folded ones included.
         reloads: Reloads, folded ones included.
         text_bytes: ``.text`` of its object.
+        allocated_bytes: Every section of its object that occupies memory.
         seconds: Wall time of its llc and cost runs.
     """
 
@@ -1721,6 +1723,7 @@ class HeldoutRow:
     reloads: float
     text_bytes: int
     seconds: float
+    allocated_bytes: int = 0
 
 
 def evaluate_heldout(
@@ -1763,9 +1766,10 @@ def evaluate_heldout(
             rows = []
             for name, options in allocators.items():
                 t0 = time.perf_counter()
-                costs, text = allocate(
+                costs, sizes = allocate(
                     bc, plugin_file, options, folder, text_bytes=True, timeout=timeout
                 )
+                assert sizes is not None
                 rows.append(
                     HeldoutRow(
                         entry.project,
@@ -1775,8 +1779,9 @@ def evaluate_heldout(
                         sum(c.copy_cost for c in costs.values()),
                         sum(c.spills + c.folded_spills for c in costs.values()),
                         sum(c.reloads + c.folded_reloads for c in costs.values()),
-                        int(text or 0),
+                        sizes.text,
                         time.perf_counter() - t0,
+                        sizes.allocated,
                     )
                 )
             done += 1
@@ -1813,24 +1818,27 @@ def summarize_heldout(rows: Sequence[HeldoutRow]) -> dict[str, dict[str, dict[st
             s = out.setdefault(project, {}).setdefault(
                 r.allocator,
                 {"modules": 0, "spill_reload_cost": 0.0, "copy_cost": 0.0, "spills": 0.0,
-                 "reloads": 0.0, "text_bytes": 0, "seconds": 0.0},
+                 "reloads": 0.0, "text_bytes": 0, "allocated_bytes": 0, "seconds": 0.0},
             )  # fmt: skip
             s["modules"] += 1
             for key in ("spill_reload_cost", "copy_cost", "spills", "reloads", "seconds"):
                 s[key] += getattr(r, key)
             s["text_bytes"] += r.text_bytes
+            s["allocated_bytes"] += r.allocated_bytes
     return out
 
 
 def heldout_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
     """The summary as a Markdown table (one row per project and allocator).
 
-    Each cost and size beside its change against the basic policy and against greedy.
+    Each cost and size beside its change against the basic policy and against greedy;
+    sizes are every allocated section of the objects, with ``.text`` beside them.
     """
     lines = [
-        "| project | allocator | SpillReloadCost | vs basic policy | vs greedy | .text bytes "
-        "| vs basic policy | vs greedy |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| project | allocator | SpillReloadCost | vs basic policy | vs greedy "
+        "| allocated bytes | vs basic policy | vs greedy | .text bytes | vs basic policy "
+        "| vs greedy |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
 
     def rel(value: float, base: Mapping[str, float], key: str) -> str:
@@ -1840,13 +1848,15 @@ def heldout_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]]) -> s
     for project, by in summary.items():
         basic, greedy = by.get("basic policy", {}), by.get("greedy", {})
         for name, s in by.items():
-            cost, text = float(s["spill_reload_cost"]), float(s["text_bytes"])
-            lines.append(
-                f"| {project} | {name} | {cost:.0f} | "
-                f"{rel(cost, basic, 'spill_reload_cost')} | "
-                f"{rel(cost, greedy, 'spill_reload_cost')} | {int(text)} | "
-                f"{rel(text, basic, 'text_bytes')} | {rel(text, greedy, 'text_bytes')} |"
-            )
+            cells = [project, name]
+            for key, form in (
+                ("spill_reload_cost", "{:.0f}"),
+                ("allocated_bytes", "{:.0f}"),
+                ("text_bytes", "{:.0f}"),
+            ):
+                value = float(s.get(key, 0.0))
+                cells += [form.format(value), rel(value, basic, key), rel(value, greedy, key)]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
