@@ -5,8 +5,9 @@ Every module of every corpus project, after ``opt-22 -O2``, through ``llc-22 -O2
 the model), a random policy with the split agent, the built-in basic policy, and the
 built-in split policy with the split agent (its splits are the ones a good policy makes;
 about 19000 of them over the corpus, in 401 modules). The split policy costs about as much
-as the basic one (70 s on 2 cores, against 280 s for the random policy with splits, whose
-splits multiply the live ranges), so it gets a whole pass rather than a sample.
+as the basic one (70 s on 2 cores), so it gets a whole pass. The random policy with splits
+costs 280 s over the corpus (its splits multiply the live ranges): it runs on every other
+module, a fixed half, to keep ``make test`` within its budget.
 """
 
 from __future__ import annotations
@@ -40,23 +41,27 @@ def optimized(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 @pytest.mark.parametrize(
-    "policy",
+    ("policy", "every"),
     [
-        ("-mlbridge-regalloc-policy=random", "-mlbridge-regalloc-seed=11"),
+        (("-mlbridge-regalloc-policy=random", "-mlbridge-regalloc-seed=11"), 1),
         (
-            "-mlbridge-regalloc-split",
-            "-mlbridge-regalloc-policy=random",
-            "-mlbridge-regalloc-seed=12",
+            (
+                "-mlbridge-regalloc-split",
+                "-mlbridge-regalloc-policy=random",
+                "-mlbridge-regalloc-seed=12",
+            ),
+            2,
         ),
-        (),
-        ("-mlbridge-regalloc-split", "-mlbridge-regalloc-policy=split"),
+        ((), 1),
+        (("-mlbridge-regalloc-split", "-mlbridge-regalloc-policy=split"), 1),
     ],
-    ids=["random", "random-split", "basic", "split"],
+    ids=["random", "random-split-half", "basic", "split"],
 )
 def test_every_corpus_function_passes_the_machine_verifier(
-    policy: tuple[str, ...], optimized: list[Path]
+    policy: tuple[str, ...], every: int, optimized: list[Path]
 ) -> None:
     options = mlbridge_allocator(built_plugin("llc"), *policy)
+    modules = optimized[::every]
 
     def one(module: Path) -> str | None:
         run = subprocess.run(
@@ -66,8 +71,8 @@ def test_every_corpus_function_passes_the_machine_verifier(
         return None if run.returncode == 0 and not run.stderr else f"{module}: {run.stderr}"
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        failures = [f for f in pool.map(one, optimized) if f]
-    assert len(optimized) > 300
+        failures = [f for f in pool.map(one, modules) if f]
+    assert len(modules) > 300 // every
     assert not failures, "\n".join(failures[:5])
 
 
