@@ -11,7 +11,7 @@ machine affects them alike:
 
 A model that acts in ``llc`` (task ``regalloc``: the ML register allocator) gets a section
 of its own after the table, from its problem (:attr:`mlbridge.problems.Problem.demo_report`):
-spill and reload cost and ``.text`` against greedy, on the same modules.
+spill and reload cost, allocated bytes and ``.text`` against greedy, on the same modules.
 
 Models are chosen by their registered task, never by position. Before timing, each
 configuration's model is checked to be used by its pass: one run with remarks (inliner)

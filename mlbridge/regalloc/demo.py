@@ -22,7 +22,7 @@ __all__ = ["demo_report"]
 
 
 def demo_report(entries: Sequence[Any], models: Sequence[Any], *, jobs: int = 2) -> str:
-    """A Markdown section per model: spill and reload cost and ``.text`` on ``entries``.
+    """A Markdown section per model: spill and reload cost and sizes on ``entries``.
 
     Args:
         entries: Corpus modules (:class:`mlbridge.corpus.ModuleEntry`: ``.bitcode_path``,
