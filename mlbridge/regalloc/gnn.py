@@ -100,10 +100,10 @@ _NODE_INPUTS = len(NODE_FEATURES) + 1
 #: first_csr_use, order.
 _REGISTER_INPUTS = 6
 _BLOCK = {name: i for i, name in enumerate(BLOCK_FEATURES)}
-#: Transformed block features: frequency/8, log1p(uses)/3, live_in, live_out,
-#: log1p(instructions), log1p(calls), the split's saving and whether it is positive (see
-#: :func:`block_inputs`).
-_BLOCK_INPUTS = 8
+#: Transformed block features: frequency/8, log1p(uses)/3, log1p(live_in),
+#: log1p(live_out), log1p(instructions), log1p(calls), region, the split's saving and
+#: whether it is positive (see :func:`block_inputs`).
+_BLOCK_INPUTS = 9
 
 assert len(_NODE_SCALE) == len(NODE_FEATURES)
 
@@ -145,12 +145,14 @@ def register_inputs(register_features: torch.Tensor) -> torch.Tensor:
 
 
 def block_inputs(block_features: torch.Tensor) -> torch.Tensor:
-    """The network's transform of raw ``block_features`` [S, 6] to [S, 8].
+    """The network's transform of raw ``block_features`` [S, 7] to [S, 9].
 
-    The last two columns are the saving :func:`mlbridge.regalloc.policy.split_gains`
-    computes, ``(uses - live_in - live_out) * (2**frequency - 1)``, as ``sign *
-    log1p(|saving|) / 8``, and whether it is positive: the split policy's whole rule (the
-    largest saving, if positive) is then two weights away, however small the saving.
+    A region's row has frequency-weighted counts (its copies too, hence ``log1p`` of
+    ``live_in`` and ``live_out``: 0 or 0.69 for a block's row). The last two columns are
+    the saving :func:`mlbridge.regalloc.policy.split_gains` computes, ``(uses - live_in -
+    live_out) * (2**frequency - 1)``, as ``sign * log1p(|saving|) / 8``, and whether it is
+    positive: the split policy's whole rule (the largest saving, if positive) is then two
+    weights away, however small the saving.
     """
     column = {name: block_features[:, i : i + 1] for name, i in _BLOCK.items()}
     saving = (column["uses"] - column["live_in"] - column["live_out"]) * (
@@ -160,10 +162,11 @@ def block_inputs(block_features: torch.Tensor) -> torch.Tensor:
         [
             column["frequency"] / 8.0,
             torch.log1p(torch.relu(column["uses"])) / 3.0,
-            column["live_in"],
-            column["live_out"],
+            torch.log1p(torch.relu(column["live_in"])),
+            torch.log1p(torch.relu(column["live_out"])),
             torch.log1p(torch.relu(column["instructions"])),
             torch.log1p(torch.relu(column["calls"])),
+            column["region"],
             torch.sign(saving) * torch.log1p(torch.abs(saving)) / 8.0,
             (saving > 0).to(torch.float32),
         ],

@@ -21,7 +21,7 @@ feature                 shape        meaning
                                      priority
 ``register_features``   float [R,5]  coloring: one row per candidate register,
                                      :data:`REGISTER_FEATURES`; else R = 0
-``block_features``      float [S,6]  split: one row per candidate block,
+``block_features``      float [S,7]  split: one row per candidate block or region,
                                      :data:`BLOCK_FEATURES`; else S = 0
 ``action_mask``         int64 [A]    1 where the action is legal
 =====================  ===========  ==================================================
@@ -93,6 +93,7 @@ BLOCK_FEATURES: tuple[str, ...] = (
     "live_out",  # 1 if it is live out of the block
     "instructions",  # the block's instructions, / 100
     "calls",  # the block's calls (each clobbers registers)
+    "region",  # 1 for a region's row: its counts are frequency-weighted sums, frequency 1
 )
 
 #: ``node_features``' and ``spill_weights``' weight of an unspillable live range.

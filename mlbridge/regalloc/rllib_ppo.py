@@ -549,7 +549,7 @@ class RLlibRegallocEnv(MultiAgentEnv):
 
 
 def _block_inputs(block_features: torch.Tensor) -> torch.Tensor:
-    """The split head's transform of raw ``block_features`` [S, 6]: ``log1p`` of each."""
+    """The split head's transform of raw ``block_features`` [S, 7]: ``log1p`` of each."""
     return torch.log1p(torch.relu(block_features))
 
 

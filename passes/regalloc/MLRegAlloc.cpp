@@ -70,12 +70,31 @@ enum class NodeStatus : uint8_t { Queued, Assigned, Spilled, Gone };
 struct Node {
   Register Reg;
   NodeStatus Status = NodeStatus::Queued;
+  /// Times it was evicted and queued again (with the split agent).
+  unsigned Requeued = 0;
+  /// Region splits that made it (of the live range it was split from, and
+  /// of it): a live range is split around regions a bounded number of times.
+  unsigned RegionSplits = 0;
   float Features[NumNodeFeatures] = {};
 };
 
-/// One block the split agent may be offered.
-struct SplitCandidate {
+/// Where a split puts one copy: at the start of a block (after its PHIs and
+/// labels) or before its terminators; into the new register or back.
+struct SplitCopy {
   MachineBasicBlock *Block = nullptr;
+  bool AtEnd = false;
+  bool IntoInner = false;
+};
+
+/// One split the split agent may be offered: around one block, or around a
+/// region (the blocks of the live range where one register is free, which
+/// the part inside then takes).
+struct SplitCandidate {
+  /// The blocks whose uses and defs the new register takes.
+  SmallVector<MachineBasicBlock *, 4> Blocks;
+  SmallVector<SplitCopy, 4> Copies;
+  /// A region's register (none for a block split).
+  MCRegister Phys;
   float Features[NumBlockFeatures] = {};
 };
 
@@ -87,6 +106,15 @@ struct Candidate {
   /// The live ranges taking it evicts (spills).
   SmallVector<Register, 4> Evicts;
 };
+
+/// How many region splits a live range may come from. Each one's parts have
+/// fewer blocks with uses, so splitting ends anyway; the bound keeps a policy
+/// that splits at random from splitting a large function's live ranges
+/// block by block (a graph of many thousand nodes, every one of them queried
+/// on). The split policy gains nothing from a fourth (held-out spill cost).
+constexpr unsigned MaxRegionSplits = 3;
+/// See AllocationEnvironment::mayGrow.
+constexpr size_t MaxGrowth = 4;
 
 float cappedWeight(const LiveInterval &LI) {
   return LI.isSpillable() ? std::min(LI.weight(), UnspillableWeight)
@@ -126,6 +154,7 @@ public:
       addNode(Reg, /*WithEdges=*/false);
     }
     addInitialEdges();
+    InitialNodes = Nodes.size();
     return prepare();
   }
 
@@ -421,13 +450,22 @@ private:
       if (!VRM.hasPhys(Evicted))
         continue; // spilled already, with an earlier one
       LiveInterval &ELI = LIS.getInterval(Evicted);
+      const unsigned E = NodeOf.lookup(Evicted);
+      // With the split agent, an evicted live range is queued again, once:
+      // it may find another register, or be split where one is free.
+      const bool Requeue = SplitAgent && Nodes[E].Requeued == 0 && mayGrow();
       remark("Evict", [&](raw_ostream &OS) {
-        OS << "coloring agent: node " << NodeOf.lookup(Evicted) << " ("
-           << printReg(Evicted, &TRI) << ") evicted from "
-           << printReg(C.Phys, &TRI) << " and spilled";
+        OS << "coloring agent: node " << E << " (" << printReg(Evicted, &TRI)
+           << ") evicted from " << printReg(C.Phys, &TRI)
+           << (Requeue ? " and queued again" : " and spilled");
       });
       Matrix.unassign(ELI);
-      setStatus(Nodes[NodeOf.lookup(Evicted)], NodeStatus::Spilled);
+      if (Requeue) {
+        ++Nodes[E].Requeued;
+        addNode(Evicted, /*WithEdges=*/false);
+        continue;
+      }
+      setStatus(Nodes[E], NodeStatus::Spilled);
       spill(ELI);
     }
     // Spilling can shrink or empty this live range too; assign only what is
@@ -448,6 +486,27 @@ private:
   }
 
   // Splitting.
+
+  /// Whether the split agent may still act (and evicted live ranges be
+  /// queued again): while the graph has fewer than MaxGrowth times the nodes
+  /// it started with. Every query carries the whole graph, so a policy that
+  /// splits and evicts at random would otherwise make a large function's
+  /// episode quadratic in its splits; past the bound the episode goes on as
+  /// LLVM's basic allocator's does.
+  bool mayGrow() {
+    if (Nodes.size() < MaxGrowth * InitialNodes + 64)
+      return true;
+    if (!Grown) {
+      Grown = true;
+      remark("GrowthBound", [&](raw_ostream &OS) {
+        OS << "the graph has " << Nodes.size() << " nodes, " << MaxGrowth
+           << " times the " << InitialNodes
+           << " it started with (plus 64): no more splits, evicted live "
+              "ranges are spilled";
+      });
+    }
+    return false;
+  }
 
   /// The blocks the current node may be split around: those with its own
   /// uses or defs (not the copies of earlier splits), when there are at least
@@ -501,7 +560,13 @@ private:
           }))
         continue;
       SplitCandidate C;
-      C.Block = &MBB;
+      C.Blocks.push_back(&MBB);
+      // Copied in at the block's start, back before its terminators (a loop
+      // of one block copies on every iteration).
+      if (LiveIn)
+        C.Copies.push_back({&MBB, /*AtEnd=*/false, /*IntoInner=*/true});
+      if (LiveOut)
+        C.Copies.push_back({&MBB, /*AtEnd=*/true, /*IntoInner=*/false});
       C.Features[BlockFrequency] =
           std::log2(1.0 + MBFI.getBlockFreqRelativeToEntryBlock(&MBB));
       C.Features[BlockUses] = static_cast<float>(BlockUseCount);
@@ -518,11 +583,157 @@ private:
           return C.Features[BlockUses] == 0;
         }))
       SplitCandidates.clear();
+    if (Nodes[NodeOf.lookup(Reg)].RegionSplits < MaxRegionSplits)
+      addRegionCandidates(LI, Uses, Refused);
+  }
+
+  /// Whether \p Phys is free, in \p MBB, wherever \p LI lives there: no
+  /// assigned live range, fixed register or call clobber in the way.
+  bool freeInBlock(const LiveInterval &LI, const MachineBasicBlock &MBB,
+                   MCRegister Phys) {
+    const SlotIndex Start = LIS.getMBBStartIdx(&MBB);
+    const SlotIndex End = LIS.getMBBEndIdx(&MBB);
+    ArrayRef<SlotIndex> MaskSlots = LIS.getRegMaskSlotsInBlock(MBB.getNumber());
+    ArrayRef<const uint32_t *> MaskBits =
+        LIS.getRegMaskBitsInBlock(MBB.getNumber());
+    for (size_t I = 0; I < MaskSlots.size(); ++I)
+      if (MachineOperand::clobbersPhysReg(MaskBits[I], Phys) &&
+          LI.liveAt(MaskSlots[I]))
+        return false;
+    for (auto Seg = LI.find(Start); Seg != LI.end() && Seg->start < End;
+         ++Seg) {
+      const SlotIndex From = std::max(Seg->start, Start);
+      const SlotIndex To = std::min(Seg->end, End);
+      if (From >= To)
+        continue;
+      for (MCRegUnit Unit : TRI.regunits(Phys))
+        if (LIS.getRegUnit(Unit).overlaps(From, To))
+          return false;
+      if (Matrix.checkInterference(From, To, Phys))
+        return false;
+    }
+    return true;
+  }
+
+  /// The region splits of \p LI: for each register the coloring agent was
+  /// offered (in its order), the blocks where it lives and the register is
+  /// free, without the blocks a block split refuses. Offered, once per
+  /// distinct region, when the region has some blocks with its uses or defs
+  /// and not all of them: each part then has fewer such blocks than the live
+  /// range, so that splits end. Copies go on the region's border:
+  /// into the new register at the start of a region block whose
+  /// predecessors are all outside it, else at the end of each outside
+  /// predecessor; back at the start of an outside block whose predecessors
+  /// are all inside, else at the end of each region block leaving to it.
+  void addRegionCandidates(
+      const LiveInterval &LI,
+      const SmallDenseMap<MachineBasicBlock *, unsigned, 8> &Uses,
+      const SmallPtrSet<MachineBasicBlock *, 8> &Refused) {
+    SmallVector<MachineBasicBlock *, 16> Live;
+    for (MachineBasicBlock &MBB : MF)
+      if (LI.overlaps(LIS.getMBBStartIdx(&MBB), LIS.getMBBEndIdx(&MBB)))
+        Live.push_back(&MBB);
+    // A copy before the terminators would come after a terminator's def.
+    for (MachineBasicBlock *MBB : Live)
+      for (const MachineInstr &T : MBB->terminators())
+        if (T.modifiesRegister(LI.reg(), &TRI))
+          return;
+    auto Allowed = [&](MachineBasicBlock *MBB) {
+      if (Refused.contains(MBB) || MBB->isEHPad() ||
+          MBB->mayHaveInlineAsmBr() || MBB->isInlineAsmBrIndirectTarget())
+        return false;
+      return !(LIS.isLiveOutOfMBB(LI, MBB) &&
+               any_of(MBB->successors(), [&](MachineBasicBlock *Succ) {
+                 return Succ->isEHPad() && LIS.isLiveInToMBB(LI, Succ);
+               }));
+    };
+    SmallVector<SmallPtrSet<MachineBasicBlock *, 16>, 4> Seen;
+    for (const Candidate &Reg : Candidates) {
+      SmallPtrSet<MachineBasicBlock *, 16> Region;
+      bool HasUse = false;
+      for (MachineBasicBlock *MBB : Live)
+        if (Allowed(MBB) && freeInBlock(LI, *MBB, Reg.Phys)) {
+          Region.insert(MBB);
+          HasUse |= Uses.contains(MBB);
+        }
+      if (!HasUse ||
+          all_of(Uses,
+                 [&](const auto &U) { return Region.contains(U.first); }) ||
+          any_of(Seen, [&](const SmallPtrSet<MachineBasicBlock *, 16> &S) {
+            return S.size() == Region.size() &&
+                   all_of(Region,
+                          [&](MachineBasicBlock *B) { return S.contains(B); });
+          }))
+        continue;
+      Seen.push_back(Region);
+      SplitCandidate C;
+      C.Phys = Reg.Phys;
+      double UseFreq = 0, InFreq = 0, OutFreq = 0;
+      unsigned Instructions = 0, Calls = 0;
+      SmallPtrSet<MachineBasicBlock *, 8> InAtEnd, OutAtStart, OutAtEnd;
+      auto Freq = [&](MachineBasicBlock *MBB) {
+        return MBFI.getBlockFreqRelativeToEntryBlock(MBB);
+      };
+      auto Inside = [&](MachineBasicBlock *MBB) {
+        return Region.contains(MBB);
+      };
+      for (MachineBasicBlock *MBB : Live) {
+        if (!Inside(MBB))
+          continue;
+        C.Blocks.push_back(MBB);
+        if (auto It = Uses.find(MBB); It != Uses.end())
+          UseFreq += It->second * Freq(MBB);
+        Instructions += MBB->size();
+        for (const MachineInstr &MI : *MBB)
+          Calls += MI.isCall();
+        if (LIS.isLiveInToMBB(LI, MBB) &&
+            !all_of(MBB->predecessors(), Inside)) {
+          if (none_of(MBB->predecessors(), Inside)) {
+            C.Copies.push_back({MBB, /*AtEnd=*/false, /*IntoInner=*/true});
+            InFreq += Freq(MBB);
+          } else {
+            for (MachineBasicBlock *Pred : MBB->predecessors())
+              if (!Inside(Pred) && InAtEnd.insert(Pred).second) {
+                C.Copies.push_back({Pred, /*AtEnd=*/true, /*IntoInner=*/true});
+                InFreq += Freq(Pred);
+              }
+          }
+        }
+        if (!LIS.isLiveOutOfMBB(LI, MBB))
+          continue;
+        for (MachineBasicBlock *Succ : MBB->successors()) {
+          if (Inside(Succ) || !LIS.isLiveInToMBB(LI, Succ))
+            continue;
+          if (all_of(Succ->predecessors(), Inside)) {
+            if (OutAtStart.insert(Succ).second) {
+              C.Copies.push_back({Succ, /*AtEnd=*/false, /*IntoInner=*/false});
+              OutFreq += Freq(Succ);
+            }
+          } else if (OutAtEnd.insert(MBB).second) {
+            C.Copies.push_back({MBB, /*AtEnd=*/true, /*IntoInner=*/false});
+            OutFreq += Freq(MBB);
+          }
+        }
+      }
+      // In the units of a block row whose frequency is 1: the gain
+      // `uses - live_in - live_out` is the frequency-weighted reloads and
+      // stores the region saves, minus its copies.
+      C.Features[BlockFrequency] = 1.0f;
+      C.Features[BlockUses] = static_cast<float>(UseFreq);
+      C.Features[BlockLiveIn] = static_cast<float>(InFreq);
+      C.Features[BlockLiveOut] = static_cast<float>(OutFreq);
+      C.Features[BlockInstructions] = static_cast<float>(Instructions) / 100.0f;
+      C.Features[BlockCalls] = static_cast<float>(Calls);
+      C.Features[BlockRegion] = 1.0f;
+      SplitCandidates.push_back(std::move(C));
+    }
   }
 
   /// The coloring agent chose to spill the current node: with candidate
   /// blocks, the split agent decides first.
   bool startSplit() {
+    if (!mayGrow())
+      return false;
     computeSplitCandidates(Nodes[Current].Reg);
     if (SplitCandidates.empty())
       return false;
@@ -543,49 +754,64 @@ private:
       spill(LIS.getInterval(Reg));
       return;
     }
-    MachineBasicBlock &MBB = *SplitCandidates[S].Block;
-    SmallVector<Register, 4> Parts = splitAround(Reg, MBB);
+    const SplitCandidate &C = SplitCandidates[S];
+    SmallVector<Register, 4> Parts = splitAround(Reg, C);
     remark("Split", [&](raw_ostream &OS) {
       OS << "split agent: node " << Current << " (" << printReg(Reg, &TRI)
-         << ") split around " << printMBBReference(MBB) << " into";
-      for (Register P : Parts)
-        OS << " node " << NodeOf.lookup(P) << " (" << printReg(P, &TRI) << ")";
+         << ") split around ";
+      if (C.Phys)
+        OS << "a region of " << C.Blocks.size() << " blocks for "
+           << printReg(C.Phys, &TRI);
+      else
+        OS << printMBBReference(*C.Blocks.front());
+      OS << " into";
+      for (Register P : Parts) {
+        OS << " node " << NodeOf.lookup(P) << " (" << printReg(P, &TRI);
+        if (VRM.hasPhys(P))
+          OS << " in " << printReg(VRM.getPhys(P), &TRI);
+        OS << ")";
+      }
     });
   }
 
-  /// Splits \p Reg around \p MBB: a new register holds its value inside the
-  /// block (copied in at the block's start if it is live in, copied back
-  /// before the terminators if it is live out). The live intervals of both
-  /// are computed anew from the code, and each part that is not connected
-  /// to the rest becomes a register of its own, as the machine verifier
-  /// requires. Every part joins the graph, queued; so does \p Reg again.
-  /// Each is spilled, if it is, to a stack slot of its own.
-  /// Returns the new registers.
-  SmallVector<Register, 4> splitAround(Register Reg, MachineBasicBlock &MBB) {
+  /// Splits \p Reg as \p C says: a new register holds its value inside
+  /// C's blocks (its uses and defs there are rewritten), with C's copies at
+  /// the borders. The live intervals of both are computed anew from the
+  /// code, and each part that is not connected to the rest becomes a
+  /// register of its own, as the machine verifier requires. A region's parts
+  /// take its register where it is still free; every other part joins the
+  /// graph queued, and so does \p Reg again. Each is spilled, if it is, to a
+  /// stack slot of its own. Returns the new registers.
+  SmallVector<Register, 4> splitAround(Register Reg, const SplitCandidate &C) {
+    const unsigned Generation =
+        Nodes[NodeOf.lookup(Reg)].RegionSplits + (C.Phys ? 1 : 0);
     SmallVector<Register, 4> NewRegs;
+    // The registers holding the value inside C: Inner and its components.
+    SmallDenseSet<Register, 4> InnerParts;
     {
       const LiveInterval &Old = LIS.getInterval(Reg);
-      const bool LiveIn = LIS.isLiveInToMBB(Old, &MBB);
-      const bool LiveOut = LIS.isLiveOutOfMBB(Old, &MBB);
       // The edit notes every register made while it lives (VirtRegMap grows,
       // NewRegs lists them).
       LiveRangeEdit LRE(&Old, NewRegs, MF, LIS, &VRM, this, &DeadRemats);
       const Register Inner = LRE.createFrom(Reg);
+      InnerParts.insert(Inner);
+      SmallPtrSet<const MachineBasicBlock *, 16> Inside(C.Blocks.begin(),
+                                                        C.Blocks.end());
       for (MachineOperand &MO : make_early_inc_range(MRI.reg_operands(Reg)))
-        if (MO.getParent()->getParent() == &MBB)
+        if (Inside.contains(MO.getParent()->getParent()))
           MO.setReg(Inner);
-      auto Copy = [&](MachineBasicBlock::iterator At, Register Dst,
-                      Register Src) {
+      for (const SplitCopy &At : C.Copies) {
+        MachineBasicBlock &MBB = *At.Block;
         MachineInstr *MI =
-            BuildMI(MBB, At, DebugLoc(), TII.get(TargetOpcode::COPY), Dst)
-                .addReg(Src);
+            BuildMI(MBB,
+                    At.AtEnd ? MBB.getFirstTerminator()
+                             : MBB.SkipPHIsLabelsAndDebug(MBB.begin()),
+                    DebugLoc(), TII.get(TargetOpcode::COPY),
+                    At.IntoInner ? Inner : Reg)
+                .addReg(At.IntoInner ? Reg : Inner);
         LIS.InsertMachineInstrInMaps(*MI);
         SplitCopies.insert(MI);
-      };
-      if (LiveIn)
-        Copy(MBB.SkipPHIsLabelsAndDebug(MBB.begin()), Inner, Reg);
-      if (LiveOut)
-        Copy(MBB.getFirstTerminator(), Reg, Inner);
+      }
       // Computed anew below (Inner has none yet unless the edit made one).
       for (Register R : {Reg, Inner})
         if (LIS.hasInterval(R))
@@ -594,6 +820,9 @@ private:
         SmallVector<LiveInterval *, 4> Components;
         LIS.splitSeparateComponents(LIS.createAndComputeVirtRegInterval(R),
                                     Components);
+        if (R == Inner)
+          for (const LiveInterval *Part : Components)
+            InnerParts.insert(Part->reg());
       }
       // Every part is an original of its own. The inline spiller expects an
       // original's interval to cover its split products' values (SplitKit
@@ -613,10 +842,21 @@ private:
         LIS.removeInterval(R);
         continue;
       }
-      VRAI.calculateSpillWeightAndHint(LIS.getInterval(R));
-      addNode(R, /*WithEdges=*/true);
+      LiveInterval &LI = LIS.getInterval(R);
+      VRAI.calculateSpillWeightAndHint(LI);
+      const unsigned N = addNode(R, /*WithEdges=*/true);
+      Nodes[N].RegionSplits = Generation;
       if (R != Reg)
         Parts.push_back(R);
+      // The inside of a region takes the region's register, where it is
+      // still free (a copy at an outside block's end may be in the way).
+      if (!C.Phys || !InnerParts.contains(R))
+        continue;
+      Matrix.invalidateVirtRegs();
+      if (Matrix.checkInterference(LI, C.Phys) == LiveRegMatrix::IK_Free) {
+        Matrix.assign(LI, C.Phys);
+        setStatus(Nodes[N], NodeStatus::Assigned);
+      }
     }
     return Parts;
   }
@@ -725,6 +965,8 @@ private:
   std::vector<int64_t> Mask;
   RegAllocAgent Agent_ = RegAllocAgent::Priority;
   unsigned Current = 0;
+  size_t InitialNodes = 0;
+  bool Grown = false;
   bool Started = false;
   bool Done = false;
   // Scratch space of observe().

@@ -17,10 +17,14 @@
 ///     which are then spilled), or spilling it;
 ///   - with MLRegAllocOptions::Split, the split agent acts when the coloring
 ///     agent chose to spill a live range that has uses in several blocks or
-///     lives through a block with a call: it picks one of those blocks to
-///     split the live range around (a new live range holds the value inside
-///     the block, copies at its borders; both go back to the queue), or
-///     spilling after all.
+///     lives through a block with a call, or that some register is free for
+///     in some of its blocks: it picks a block to split the live range around
+///     (a new live range holds the value inside the block, copies at its
+///     borders; both go back to the queue), or a region (the blocks where
+///     one register is free: the new live range inside takes that register,
+///     the rest goes back to the queue), or spilling after all. With the
+///     split agent, a live range evicted for the first time goes back to the
+///     queue rather than being spilled, as LLVM's greedy allocator does.
 ///
 /// The agent that acts next depends on the previous outcome. Splitting is
 /// the allocator's own (LLVM's SplitKit is not in the installed headers).
@@ -37,8 +41,8 @@
 ///   node               int64 [1]      the live range being colored, or -1
 ///   register_features  float [R, 5]   coloring: one row per candidate
 ///                                     register (RegisterFeature); else R = 0
-///   block_features     float [S, 6]   split: one row per candidate block
-///                                     (BlockFeature); else S = 0
+///   block_features     float [S, 7]   split: one row per candidate block
+///                                     or region (BlockFeature); else S = 0
 ///   action_mask        int64 [A]      1 where the action is legal
 ///   advice: regalloc_action  int64 [1], an index of a nonzero action_mask
 ///                            element
@@ -46,7 +50,7 @@
 /// Priority: A = N, action i allocates node i next. Coloring: A = R + 1,
 /// action r < R assigns candidate register r, action R spills the live range
 /// (or, with splitting, asks the split agent). Split: A = S + 1, action
-/// s < S splits around candidate block s, action S spills.
+/// s < S splits around candidate block or region s, action S spills.
 /// Legality stays here: the mask is computed by the allocator and an advice
 /// outside it is an error (the runtime's advice constraints), never applied.
 ///
@@ -110,8 +114,13 @@ enum BlockFeature : unsigned {
   BlockLiveOut,      ///< 1 if it is live out of the block
   BlockInstructions, ///< the block's instructions, / 100
   BlockCalls,        ///< the block's calls (each clobbers registers)
+  BlockRegion,       ///< 1 for a region's row, else 0
   NumBlockFeatures
 };
+// A region's row is in the units of a block of frequency 1 (BlockFrequency
+// is log2(2) = 1): BlockUses, BlockLiveIn and BlockLiveOut are the region's
+// uses and its copies in and out, each weighted by its block's frequency
+// relative to the entry block; BlockInstructions and BlockCalls are sums.
 
 /// `node_features`' weight of an unspillable live range (its LLVM weight is
 /// infinite, which JSON cannot carry).
@@ -135,9 +144,10 @@ CallbackModelRunner::Callback builtinRegAllocPolicy();
 /// `(uses - live_in - live_out) * (2^frequency - 1)` (the reloads and stores
 /// spilling would put in the block, minus the copies at its borders, weighted
 /// by its frequency relative to the entry block; computed in double from the
-/// float features), if that gain is positive; else spill. A block the live
+/// float features), if that gain is positive; else spill. For a region's
+/// row this is its weighted uses minus its weighted copies. A block the live
 /// range only lives through has a negative gain, so this policy splits
-/// around blocks with uses only. The fallback on a model failure stays
+/// around blocks with uses and regions only. The fallback on a model failure stays
 /// builtinRegAllocPolicy.
 CallbackModelRunner::Callback splitRegAllocPolicy();
 /// A uniformly random legal action, seeded: a policy that knows nothing, for

@@ -42,10 +42,12 @@ MODULES = (
 )
 
 
-def _block(frequency: float, uses: int, live_in: int, live_out: int, calls: int = 0) -> list[float]:
+def _block(
+    frequency: float, uses: float, live_in: float, live_out: float, calls: int = 0, region: int = 0
+) -> list[float]:
     row = dict(
         frequency=frequency, uses=uses, live_in=live_in, live_out=live_out, instructions=0.1,
-        calls=calls,
+        calls=calls, region=region,
     )  # fmt: skip
     assert set(row) == set(BLOCK_FEATURES)
     return [float(row[name]) for name in BLOCK_FEATURES]
@@ -71,12 +73,14 @@ def test_split_gains_are_the_saved_reloads_and_copies_times_the_frequency() -> N
                 _block(2.0, uses=0, live_in=1, live_out=1, calls=1),  # lives through a call
                 _block(0.0, uses=5, live_in=0, live_out=1),  # as often as the entry: 0
                 _block(1.0, uses=3, live_in=1, live_out=0),  # (3 - 1) * 1
+                # A region: frequency-weighted uses and copies, at frequency 1.
+                _block(1.0, uses=40.5, live_in=2.25, live_out=8.25, region=1),
             ],
             np.float32,
         )
     )
     assert gains.dtype == np.float64
-    assert gains.tolist() == [6.0, -6.0, 0.0, 2.0]
+    assert gains.tolist() == [6.0, -6.0, 0.0, 2.0, 30.0]
 
 
 def test_split_policy_spills_when_no_block_saves_anything() -> None:

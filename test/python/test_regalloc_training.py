@@ -62,15 +62,17 @@ def _observation(
         "register_features": rng.random((r if agent == 1 else 0, len(REGISTER_FEATURES))).astype(
             np.float32
         ),
-        # Split candidates: log2 frequencies up to 10, up to 4 uses, 0/1 liveness.
+        # Split candidates: blocks (log2 frequencies up to 10, up to 4 uses, 0/1
+        # liveness) and regions (frequency 1, weighted uses and copies).
         "block_features": np.column_stack(
             [
-                rng.random(blocks) * 10,
-                rng.integers(0, 5, blocks),
-                rng.integers(0, 2, blocks),
-                rng.integers(0, 2, blocks),
+                np.where(region := rng.integers(0, 2, blocks), 1.0, rng.random(blocks) * 10),
+                np.where(region, rng.random(blocks) * 400, rng.integers(0, 5, blocks)),
+                np.where(region, rng.random(blocks) * 100, rng.integers(0, 2, blocks)),
+                np.where(region, rng.random(blocks) * 100, rng.integers(0, 2, blocks)),
                 rng.random(blocks),
                 rng.integers(0, 3, blocks),
+                region,
             ]
         )
         .reshape(-1, len(BLOCK_FEATURES))

@@ -25,7 +25,7 @@ from conftest import REPO, built_plugin
 from test_ray_training import VECTORS, job_env, make_corpus, scalars
 
 from mlbridge.regalloc.gnn import RegallocGNN
-from mlbridge.regalloc.interface import MASK
+from mlbridge.regalloc.interface import BLOCK_FEATURES, MASK
 from mlbridge.training.pool import SharedFile, _share_local
 
 PRESSURE = REPO / "test" / "lit" / "Inputs" / "regalloc-pressure.c"
@@ -331,7 +331,9 @@ def test_the_rlmodule_scores_the_padded_query_as_the_graph_network_and_masks_pad
         "edges": rng.integers(0, n, (e, 2)),
         "node": np.array([3 if value else -1]),
         "register_features": rng.uniform(0, 1, (c if value == 1 else 0, 5)).astype(np.float32),
-        "block_features": rng.uniform(0, 1, (c if value == 2 else 0, 6)).astype(np.float32),
+        "block_features": rng.uniform(0, 1, (c if value == 2 else 0, len(BLOCK_FEATURES))).astype(
+            np.float32
+        ),
         MASK: mask,
     }
     padded, candidates = _pad(raw, agent, settings)
