@@ -147,8 +147,8 @@ CallbackModelRunner::Callback builtinRegAllocPolicy();
 /// float features), if that gain is positive; else spill. For a region's
 /// row this is its weighted uses minus its weighted copies. A block the live
 /// range only lives through has a negative gain, so this policy splits
-/// around blocks with uses and regions only. The fallback on a model failure stays
-/// builtinRegAllocPolicy.
+/// around blocks with uses and regions only. The fallback on a model failure
+/// stays builtinRegAllocPolicy.
 CallbackModelRunner::Callback splitRegAllocPolicy();
 /// A uniformly random legal action, seeded: a policy that knows nothing, for
 /// showing that legality never depends on the model.
