@@ -67,6 +67,8 @@ _EXTRAS = (
     ("torch", "torch"),
     ("train", "tensorboardX"),
     ("train", "matplotlib"),
+    # `--algorithm rllib-ppo` of `mlbridge train phase-order|regalloc`.
+    ("rllib", "ray.rllib"),
 )
 
 
@@ -447,11 +449,19 @@ def check_corpus() -> Check:
     )
 
 
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be found (a submodule's parent is imported to look)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # the parent package is missing
+        return False
+
+
 def check_python_extras() -> Check:
-    """The optional Python extras (onnx, grpc, gym, corpus, torch) are importable."""
+    """The optional Python extras (onnx, grpc, gym, corpus, torch, train, rllib) are importable."""
     missing: dict[str, list[str]] = {}
     for extra, module in _EXTRAS:
-        if importlib.util.find_spec(module) is None:
+        if not _installed(module):
             missing.setdefault(extra, []).append(module)
     name = "Python extras"
     if missing:

@@ -27,12 +27,12 @@ BUILTIN_MODELS: tuple[BuiltinModel, ...] = (
         task="regalloc",
         policy_path=_POLICY,
         description="mlbridge's register-allocation agents for -regalloc=mlbridge with "
-        "-mlbridge-regalloc-split (a graph network answering the priority, coloring and "
-        "split agents; behaviour-cloned from the split policy with 'mlbridge train regalloc "
-        "--split' on the corpus's training projects): on the held-out projects 79.6% (lua) "
-        "and 36.8% (cmark-gfm) lower spill and reload cost than LLVM's basic allocator and "
-        "0.8% and 0.02% less .text; 2.3% below greedy's spill cost on cmark-gfm, 53.5% "
-        "above it on lua (docs/ml-regalloc.md)",
+        "-mlbridge-regalloc-split (a graph network, one round of message passing, answering "
+        "the priority, coloring and split agents; behaviour-cloned from the split policy "
+        "with 'mlbridge train regalloc --split --rounds 1' on the corpus's training "
+        "projects): on the held-out projects 79.6% (lua) and 37.2% (cmark-gfm) lower spill "
+        "and reload cost than LLVM's basic allocator and 0.8% and 0.1% less .text; 2.8% "
+        "below greedy's spill cost on cmark-gfm, 53.2% above it on lua (docs/ml-regalloc.md)",
         to_onnx=_to_onnx,
         native=False,
     ),

@@ -202,6 +202,12 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
         "would act)",
     )
     number("--hidden", d.hidden, "the width of the node embeddings")
+    number(
+        "--rounds",
+        d.rounds,
+        "rounds of message passing over the interference graph (each costs the exported "
+        "model about one pass over the edges per decision)",
+    )
     number("--seed", d.seed, "seeds the policy's initialisation, the module draws and the samples")
     number(
         "--heldout-max-modules",
@@ -318,6 +324,8 @@ def run_train(args: argparse.Namespace) -> int:
             raise CLIError(f"--{flag.replace('_', '-')} must be >= 0")
     if args.sample_functions < 0:
         raise CLIError("--sample-functions must be >= 0")
+    if args.rounds < 0:
+        raise CLIError("--rounds must be >= 0")
     at_least_one = (
         ["hidden", "max_decisions", "steps_per_iteration", "minibatch_size", "ppo_epochs",
          "max_nodes", "max_edges", "max_registers", "max_blocks", "iterations"]
@@ -391,6 +399,7 @@ def run_train(args: argparse.Namespace) -> int:
                     learning_rate=args.learning_rate,
                     entropy=args.entropy,
                     hidden=args.hidden,
+                    rounds=args.rounds,
                     split=args.split,
                     max_nodes=args.max_nodes,
                     max_edges=args.max_edges,
@@ -437,6 +446,7 @@ def run_train(args: argparse.Namespace) -> int:
                     entropy=args.entropy,
                     validation_modules=args.validation_modules,
                     hidden=args.hidden,
+                    rounds=args.rounds,
                     split=args.split,
                     jobs=opened.workers,
                     seed=args.seed,

@@ -7,8 +7,11 @@
   the exported graph takes the raw ``node_features`` the allocator sends;
 * ``rounds`` (default 2) rounds of **message passing** over ``edges``, both directions,
   with mean aggregation (the neighbours' embeddings summed by ``scatter_add``, ONNX
-  ``ScatterND`` with reduction add, divided by the degree):
-  ``h <- relu(W_self h + W_nb mean_nb(h)) + h``;
+  ``ScatterND`` with reduction add, divided by the ``degree`` column, which the allocator
+  keeps equal to each node's number of edges):
+  ``h <- relu(W_self h + W_nb mean_nb(h)) + h``; a decision about one node (coloring,
+  split) passes messages only into the nodes its embedding depends on
+  (:meth:`RegallocGNN.embed`'s ``needed``), with the same result;
 * a **priority head**: one score per node from ``[h, x]`` (its embedding and transformed
   features), a perceptron plus a linear term in ``x``;
 * a **coloring head**: one score per candidate register from ``[h_v, x_v, reg_r]`` (the
@@ -94,6 +97,7 @@ _FREE, _HINTED, _EVICT, _CSR, _ORDER = (
     REGISTER_FEATURES.index(n) for n in ("free", "hinted", "evict_cost", "first_csr_use", "order")
 )
 _WEIGHT = NODE_FEATURES.index("weight")
+_DEGREE = NODE_FEATURES.index("degree")
 #: Columns of the transformed node features.
 _NODE_INPUTS = len(NODE_FEATURES) + 1
 #: Transformed register features: free, hinted, log1p(evict cost)/8, illegal (cost < 0),
@@ -204,6 +208,45 @@ def _scatter_add_rows(
     return data.scatter_add(0, index.unsqueeze(1).expand(-1, updates.shape[1]), updates)
 
 
+class _Compress(torch.autograd.Function):
+    """The rows of ``data`` where ``keep`` (bool, one per row) is true, for the export.
+
+    Exported as ONNX ``Compress``: PyTorch exports boolean indexing through ``NonZero``,
+    which ONNX Runtime runs several times slower. Only used while exporting.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, data: torch.Tensor, keep: torch.Tensor) -> Any:
+        return data[keep]
+
+    @staticmethod
+    def symbolic(g: Any, data: Any, keep: Any) -> Any:
+        return g.op("Compress", data, keep, axis_i=0)
+
+
+def _compress_rows(data: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """The rows of ``data`` where ``keep`` is true, in order."""
+    if torch.onnx.is_in_onnx_export():
+        return _Compress.apply(data, keep)
+    return data[keep]
+
+
+def _with_sources(nodes: torch.Tensor, sources: torch.Tensor) -> torch.Tensor:
+    """``nodes`` (bool [N]) with the nodes ``sources`` (int64 [K]) added."""
+    count = _scatter_add_rows(
+        torch.zeros_like(nodes, dtype=torch.float32),
+        sources,
+        torch.ones_like(sources, dtype=torch.float32),
+    )
+    return torch.logical_or(nodes, count > 0)
+
+
+def _only(node: torch.Tensor, node_features: torch.Tensor) -> torch.Tensor:
+    """A bool [N], true only at ``node`` (int64 [1])."""
+    rows = torch.zeros_like(node_features[:, 0])
+    return _scatter_add_rows(rows, node.reshape(1), torch.ones_like(rows[:1])) > 0
+
+
 def _last_action_only(mask: torch.Tensor) -> torch.Tensor:
     """Scores of an agent the policy does not know: only the last action (spilling)."""
     scores = torch.full(mask.shape, ILLEGAL_SCORE)
@@ -275,21 +318,53 @@ class RegallocGNN(torch.nn.Module):
 
     # -- the network ------------------------------------------------------------------
 
-    def embed(self, node_features: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
-        """Per-node ``[h, x]`` [N, hidden + 11] for raw features [N, 11] and edges [E, 2]."""
+    def embed(
+        self,
+        node_features: torch.Tensor,
+        edges: torch.Tensor,
+        needed: torch.Tensor | None = None,
+        node: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Per-node ``[h, x]`` [N, hidden + 11] for raw features [N, 11] and edges [E, 2].
+
+        With ``needed`` (bool [N]), or ``node`` (int64 [1], the one needed node), only
+        the needed nodes' rows are the embedding (the others are left unfinished): each
+        round passes messages only into the nodes a needed node's embedding still
+        depends on, along the same edges in the same order, so the needed rows equal the
+        whole graph's bit for bit. A coloring decision then reads its node's
+        neighbourhood, not the whole interference graph (the most of the exported
+        model's time).
+        """
         x = node_inputs(node_features)
         h = self.encoder(x)
         edges = edges.reshape(-1, 2)
         src = torch.cat([edges[:, 0], edges[:, 1]])
         dst = torch.cat([edges[:, 1], edges[:, 0]])
-        ones = torch.ones_like(src, dtype=torch.float32)
-        degree = _scatter_add_rows(torch.zeros_like(h[:, 0]), dst, ones).clamp(min=1.0)
-        for self_layer, neighbour_layer in zip(
-            self.self_layers, self.neighbour_layers, strict=True
+        flows = [(src, dst)] * self.rounds
+        if needed is not None or node is not None:
+            # flows[r]: the edges into the nodes round r updates; those of the last
+            # round go into the needed nodes, those of each round before it into these
+            # nodes and their neighbours.
+            nodes = needed
+            for r in reversed(range(self.rounds)):
+                if nodes is None:
+                    # One needed node: a comparison, cheaper than a lookup per edge.
+                    keep = dst == node.reshape(1)
+                else:
+                    keep = nodes.index_select(0, dst)
+                flows[r] = (_compress_rows(src, keep), _compress_rows(dst, keep))
+                if r:
+                    if nodes is None:
+                        nodes = _only(node, node_features)
+                    nodes = _with_sources(nodes, flows[r][0])
+        # The allocator's degree column counts each node's edges (one per interfering
+        # live range, never removed): the mean needs no scatter of its own.
+        degree = node_features[:, _DEGREE : _DEGREE + 1].clamp(min=1.0)
+        for (into_src, into_dst), self_layer, neighbour_layer in zip(
+            flows, self.self_layers, self.neighbour_layers, strict=True
         ):
-            total = _scatter_add_rows(torch.zeros_like(h), dst, h.index_select(0, src))
-            mean = total / degree.unsqueeze(1)
-            h = torch.relu(self_layer(h) + neighbour_layer(mean)) + h
+            total = _scatter_add_rows(torch.zeros_like(h), into_dst, h.index_select(0, into_src))
+            h = torch.relu(self_layer(h) + neighbour_layer(total / degree)) + h
         return torch.cat([h, x], dim=1)
 
     def priority_scores(self, z: torch.Tensor) -> torch.Tensor:
@@ -333,7 +408,9 @@ class RegallocGNN(torch.nn.Module):
         self, node_features: torch.Tensor, edges: torch.Tensor, action_mask: torch.Tensor
     ) -> torch.Tensor:
         """The priority agent's masked scores [N]."""
-        return _masked(self.priority_scores(self.embed(node_features, edges)), action_mask)
+        # Its first round reaches nearly every node: only the last is narrowed.
+        z = self.embed(node_features, edges)
+        return _masked(self.priority_scores(z), action_mask)
 
     def coloring_logits(
         self,
@@ -344,7 +421,7 @@ class RegallocGNN(torch.nn.Module):
         action_mask: torch.Tensor,
     ) -> torch.Tensor:
         """The coloring agent's masked scores [R + 1]."""
-        z = self.embed(node_features, edges)
+        z = self.embed(node_features, edges, node=node)
         zv = z.index_select(0, node.reshape(1))
         return _masked(self.coloring_scores(zv, register_features), action_mask)
 
@@ -357,7 +434,7 @@ class RegallocGNN(torch.nn.Module):
         action_mask: torch.Tensor,
     ) -> torch.Tensor:
         """The split agent's masked scores [S + 1] (a policy with :attr:`split`)."""
-        z = self.embed(node_features, edges)
+        z = self.embed(node_features, edges, node=node)
         zv = z.index_select(0, node.reshape(1))
         return _masked(self.split_scores(zv, block_features), action_mask)
 

@@ -8,6 +8,7 @@ import orjson
 import pytest
 from conftest import build_dir
 
+from mlbridge import doctor
 from mlbridge.cli import main
 from mlbridge.models import Registry
 from mlbridge.models.builtin import ensure_builtin_models
@@ -113,3 +114,11 @@ def test_missing_corpus_is_reported_with_its_fix(set_up, monkeypatch, tmp_path, 
     (check,) = [c for c in orjson.loads(out)["checks"] if c["status"] != "ok"]
     assert check["name"] == "corpus" and check["fix"] == "mlbridge corpus build"
     assert str(tmp_path / "corpus") in check["detail"]
+
+
+def test_python_extras_names_a_missing_submodules_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    # RLlib is looked up as ray.rllib: without ray, the check names it instead of failing.
+    monkeypatch.setattr(doctor, "_EXTRAS", (("rllib", "mlbridge_no_such_package.rllib"),))
+    check = doctor.check_python_extras()
+    assert not check.ok and "mlbridge_no_such_package.rllib" in check.detail
+    assert "rllib" in check.fix or check.fix == "make setup"

@@ -40,6 +40,7 @@ from mlbridge.regalloc.gnn import (
 from mlbridge.regalloc.trainer import parse_cost_remarks
 
 PRESSURE = REPO / "test" / "lit" / "Inputs" / "regalloc-pressure.c"
+DEGREE = NODE_FEATURES.index("degree")
 
 
 def _observation(
@@ -48,6 +49,8 @@ def _observation(
     """A random observation of the allocator's interface (at least one legal action)."""
     features = (rng.random((n, len(NODE_FEATURES))) * 5).astype(np.float32)
     edges = np.sort(rng.integers(0, n, (e, 2)), axis=1).astype(np.int64)
+    # As the allocator's: the degree column counts each node's edges.
+    features[:, DEGREE] = np.bincount(edges.reshape(-1), minlength=n)
     size = n if agent == 0 else r + 1
     blocks = r if agent == 2 else 0
     mask = (rng.random(size) < legal).astype(np.int64)
@@ -233,6 +236,22 @@ def test_the_split_agents_onnx_branch_agrees_with_pytorch_and_survives_json(
     assert [loaded.act(s) for s in samples] == [split_policy_gnn.act(s) for s in samples]
 
 
+@pytest.mark.parametrize("rounds", [0, 1, 3])
+def test_the_export_agrees_with_pytorch_with_any_number_of_rounds(
+    rounds: int, tmp_path: Path
+) -> None:
+    torch.manual_seed(30 + rounds)
+    policy = RegallocGNN(hidden=16, rounds=rounds, split=True).eval()
+    rng = np.random.default_rng(30 + rounds)
+    samples = [
+        _observation(rng, i % 3, int(rng.integers(1, 40)), int(rng.integers(0, 90)),
+                     int(rng.integers(0, 9)))
+        for i in range(45)
+    ]  # fmt: skip
+    exported = policy.to_onnx(tmp_path / "agent.onnx")
+    assert agreement(policy, exported, samples) == (1.0, len(samples))
+
+
 def test_the_split_agents_block_inputs_carry_the_split_policys_saving() -> None:
     # The last transformed columns order blocks as split_gains does: cloning the split
     # policy is one weight and one threshold away.
@@ -246,6 +265,26 @@ def test_the_split_agents_block_inputs_carry_the_split_policys_saving() -> None:
     assert (np.sign(saving) == np.sign(gains)).all()
     assert (positive == (gains > 0)).all()
     assert (np.argsort(saving, kind="stable") == np.argsort(gains, kind="stable")).all()
+
+
+@pytest.mark.parametrize("rounds", [1, 2, 3])
+def test_the_narrowed_embedding_equals_the_whole_graphs_on_the_needed_nodes(rounds: int) -> None:
+    # A decision about some nodes passes messages only into their neighbourhood, along
+    # the same edges in the same order: their rows are the same floats.
+    torch.manual_seed(rounds)
+    policy = RegallocGNN(hidden=16, rounds=rounds).eval()
+    rng = np.random.default_rng(20 + rounds)
+    for i in range(30):
+        obs = _observation(rng, i % 2, int(rng.integers(1, 60)), int(rng.integers(0, 150)), 4)
+        nf = torch.from_numpy(obs["node_features"])
+        edges = torch.from_numpy(obs["edges"])
+        needed = torch.from_numpy(rng.random(len(nf)) < 0.1)
+        node = torch.tensor([int(rng.integers(len(nf)))])
+        with torch.no_grad():
+            whole = policy.embed(nf, edges)
+            narrowed = policy.embed(nf, edges, needed=needed)
+            assert torch.equal(narrowed[needed], whole[needed])
+            assert torch.equal(policy.embed(nf, edges, node=node)[node], whole[node])
 
 
 def test_json_round_trip_gives_identical_outputs(policy: RegallocGNN, tmp_path: Path) -> None:
@@ -295,8 +334,34 @@ def test_onnx_export_agrees_with_pytorch_on_a_real_llc_session(
     )  # fmt: skip
     agents = {int(s["agent"][0]) for s in samples}
     assert agents == {0, 1} and len(samples) > 50
+    assert any(len(s["edges"]) for s in samples)
     fraction, count = agreement(policy, exported, samples)
     assert (fraction, count) == (1.0, len(samples))
+
+
+def test_the_allocators_degree_column_counts_each_nodes_edges(
+    pressure_ll: Path, tmp_path: Path
+) -> None:
+    # The network's mean over the neighbours divides by this column: it must be each
+    # node's number of edges in every query, through splits, evictions and spills.
+    rng = np.random.default_rng(13)
+    checked: list[int] = []
+
+    def check(obs: dict[str, np.ndarray]) -> np.ndarray:
+        nodes = np.asarray(obs["node_features"]).reshape(-1, len(NODE_FEATURES))
+        edges = np.asarray(obs["edges"]).reshape(-1)
+        counts = np.bincount(edges, minlength=len(nodes))
+        assert (nodes[:, DEGREE] == counts).all()
+        checked.append(len(edges))
+        return np.array([rng.choice(np.flatnonzero(obs["action_mask"]))], np.int64)
+
+    drive_compiler(
+        ["llc-22", "-O2", f"-load-pass-plugin={built_plugin('llc')}", "-regalloc=mlbridge",
+         "-mlbridge-regalloc-split", "-mlbridge-regalloc-runner=pipe",
+         "-mlbridge-regalloc-channel={base}", str(pressure_ll), "-o", str(tmp_path / "out.s")],
+        check, serdes="bitstream", timeout=120, require_end=True,
+    )  # fmt: skip
+    assert len(checked) > 50 and max(checked) > 0
 
 
 def test_parse_cost_remarks_reads_each_functions_cost() -> None:
