@@ -56,6 +56,14 @@ struct OnnxRunnerOptions {
 /// The version of the ONNX Runtime library loaded in this process ("1.21.0").
 std::string getOnnxRuntimeVersion();
 
+/// Where OnnxModel::load() looks for an ORT-format copy of the model at
+/// \p OnnxPath: beside it, `<stem>.onnxruntime-<version>.ort` for this
+/// process's ONNX Runtime version (`mlbridge models register` writes one for
+/// every ONNX model it registers). load() reads the copy instead of the
+/// model when it exists and is not older than the model; a copy for another
+/// ONNX Runtime version is never read.
+std::string ortFormatCopyPath(llvm::StringRef OnnxPath);
+
 /// The C API version of the ONNX Runtime headers mlbridge was built with.
 unsigned getOnnxRuntimeHeaderApiVersion();
 
@@ -81,6 +89,8 @@ public:
 
   /// The file the model was loaded from.
   const std::string &path() const { return Path; }
+  /// The file ONNX Runtime read: path(), or its ORT-format copy.
+  const std::string &sessionFile() const { return SessionFile; }
   /// The model's inputs, in the model's order; ONNX symbolic and unknown
   /// dimensions are DynamicDim.
   llvm::ArrayRef<TensorSpec> inputs() const { return Inputs; }
@@ -106,6 +116,7 @@ public:
 
 private:
   std::string Path;
+  std::string SessionFile;
   OnnxRunnerOptions Options;
   std::vector<TensorSpec> Inputs;
   std::vector<TensorSpec> Outputs;

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlbridge.errors import MLBridgeError
+from mlbridge.models.ort_format import lacks_ort_format_copy
 from mlbridge.models.registry import RegisteredModel, Registry, RegistryError
 
 __all__ = ["BuiltinModel", "ensure_builtin_models", "find_builtin"]
@@ -82,6 +83,9 @@ def _current(reg: Registry, name: str, stamp: str, task: str) -> RegisteredModel
         return None
     model = reg.get(name)
     current = model.description and stamp in model.description and model.task == task
+    # Registered before the registry wrote ORT-format copies, or for another ONNX Runtime.
+    if model.kind == "onnx" and lacks_ort_format_copy(model.path):
+        return None
     return model if current else None
 
 

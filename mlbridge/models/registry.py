@@ -6,6 +6,7 @@ Layout (see docs/models.md)::
       <NAME>/
         model.json          name, kind, task, file, sha256, size, features, advice, ...
         <file>              the model file, copied in (the registry owns it)
+        <stem>.onnxruntime-<version>.ort   ONNX only: its ORT-format copy (ort_format)
         <stem>.specs.json   TF AOT only: the specs sidecar, so the .so describes itself
 
 A model is written into a hidden staging folder first and renamed into place, so a
@@ -33,6 +34,7 @@ from typing import Any
 import orjson
 
 from mlbridge.errors import MLBridgeError, SpecError
+from mlbridge.models.ort_format import write_ort_format_copy
 from mlbridge.models.specs import (
     MODEL_KINDS,
     ModelKind,
@@ -490,6 +492,9 @@ class Registry:
                 for weights in onnx_external_data_files(source) if kind == "onnx" else []:
                     (staging / weights).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(source.parent / weights, staging / weights)
+                if kind == "onnx":
+                    # What the in-process runner loads fastest (mlbridge.models.ort_format).
+                    write_ort_format_copy(copied)
                 model = RegisteredModel(
                     name=name,
                     kind=kind,

@@ -136,6 +136,21 @@ def test_the_regalloc_agents_fit_the_allocators_interface_with_a_split_agent(tmp
     assert f"{builtin.name}-native" not in registry.names()
 
 
+def test_an_onnx_builtin_without_its_ort_format_copy_is_registered_again(tmp_path: Path):
+    """A registry from before ORT-format copies (or for another ONNX Runtime) gets one."""
+    from mlbridge.models.ort_format import ort_format_copy_path
+
+    registry = Registry(tmp_path / "registry")
+    ensure_builtin_models(REGALLOC, registry, tfaot=False)
+    model = registry.get(REGALLOC[0].name)
+    copy = ort_format_copy_path(model.path, ort.__version__)
+    assert copy.is_file()
+    copy.unlink()
+    ensure_builtin_models(REGALLOC, registry, tfaot=False)
+    assert copy.is_file()
+    assert copy.stat().st_mtime_ns >= registry.get(model.name).path.stat().st_mtime_ns
+
+
 def test_the_builtin_model_of_a_task_is_found_by_task_not_position():
     from mlbridge.models.registry import RegistryError
     from mlbridge.problems import builtin_model

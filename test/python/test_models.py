@@ -28,6 +28,11 @@ from mlbridge.models import (
     default_registry_dir,
     read_onnx_specs,
 )
+from mlbridge.models.ort_format import (
+    lacks_ort_format_copy,
+    ort_format_copy_path,
+    write_ort_format_copy,
+)
 from mlbridge.tensor_spec import ElementType, TensorSpec
 
 F32, I64, I32 = ElementType.FLOAT, ElementType.INT64, ElementType.INT32
@@ -550,3 +555,45 @@ def test_an_onnx_model_with_external_weights_is_registered_with_them(
     assert read_onnx_specs(model.path).advice == (TensorSpec("y", ElementType.FLOAT, (4,)),)
     loaded = onnx.load(str(model.path))  # reads the weights from beside the copy
     assert onnx.numpy_helper.to_array(loaded.graph.initializer[0]).tolist() == [0, 1, 2, 3]
+
+
+def test_an_onnx_model_is_registered_with_its_ort_format_copy(
+    registry_dir: Path, onnx_file: Path
+) -> None:
+    import numpy as np
+    import onnxruntime as ort
+
+    loadable = onnx.load(str(onnx_file))
+    loadable.ir_version = 8  # make_onnx's is the onnx package's, newer than ONNX Runtime's
+    onnx.save(loadable, str(onnx_file))
+    model = Registry().register("inliner", onnx_file)
+    copy = ort_format_copy_path(model.path, ort.__version__)
+    assert copy == registry_dir / "inliner" / f"policy.onnxruntime-{ort.__version__}.ort"
+    assert copy.is_file()
+    # Not older than the model: the C++ runner reads it (OnnxModel::load).
+    assert copy.stat().st_mtime_ns >= model.path.stat().st_mtime_ns
+    assert not lacks_ort_format_copy(model.path)
+    feeds = {"a": np.array([3], np.int64), "b": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    answers = [
+        ort.InferenceSession(str(f), providers=["CPUExecutionProvider"]).run(None, feeds)
+        for f in (model.path, copy)
+    ]
+    np.testing.assert_array_equal(answers[0][0], answers[1][0])
+
+
+def test_an_onnx_model_onnx_runtime_cannot_load_gets_no_copy(tmp_path: Path) -> None:
+    # The onnx checker passes it; ONNX Runtime has no kernel for the operator.
+    graph = helper.make_graph(
+        [helper.make_node("NoSuchOperator", ["x"], ["y"], domain="mlbridge.test")],
+        "unknown",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("mlbridge.test", 1)],
+    )
+    path = tmp_path / "unknown.onnx"
+    onnx.save(model, str(path))
+    assert write_ort_format_copy(path) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["unknown.onnx"]

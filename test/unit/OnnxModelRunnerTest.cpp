@@ -389,6 +389,83 @@ TEST(OnnxModelRunnerTest, BadModelFilesGiveClearErrors) {
   EXPECT_NE(Message.find("no model"), std::string::npos) << Message;
 }
 
+/// A folder with a copy of dynamic_scale.onnx, to put ORT-format copies
+/// beside: multi_input.ort, whose inputs tell which file was read.
+struct OrtFormatCopyTest : ::testing::Test {
+  void SetUp() override {
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("mlbridge-ort", Dir));
+    Model = (Dir + "/model.onnx").str();
+    ASSERT_FALSE(
+        llvm::sys::fs::copy_file(modelPath("dynamic_scale.onnx"), Model));
+    Copy = ortFormatCopyPath(Model);
+  }
+  void TearDown() override { llvm::sys::fs::remove_directories(Dir); }
+  /// Sets the modification time of \p File to \p Seconds since the epoch.
+  static void touch(const std::string &File, int64_t Seconds) {
+    int FD = -1;
+    ASSERT_FALSE(llvm::sys::fs::openFileForWrite(
+        File, FD, llvm::sys::fs::CD_OpenExisting, llvm::sys::fs::OF_Append));
+    llvm::sys::TimePoint<> T{std::chrono::seconds(Seconds)};
+    EXPECT_FALSE(llvm::sys::fs::setLastAccessAndModificationTime(FD, T, T));
+    ::close(FD);
+  }
+  llvm::SmallString<128> Dir;
+  std::string Model, Copy;
+};
+
+TEST_F(OrtFormatCopyTest, CopyIsNamedForThisOnnxRuntime) {
+  EXPECT_EQ(
+      Copy,
+      (Dir + "/model.onnxruntime-" + getOnnxRuntimeVersion() + ".ort").str());
+  EXPECT_EQ(ortFormatCopyPath("/m/agents"),
+            "/m/agents.onnxruntime-" + getOnnxRuntimeVersion() + ".ort");
+}
+
+TEST_F(OrtFormatCopyTest, CopyIsReadInsteadOfTheModel) {
+  ASSERT_FALSE(llvm::sys::fs::copy_file(modelPath("multi_input.ort"), Copy));
+  touch(Model, 1000);
+  touch(Copy, 2000);
+  ASSERT_VALUE(Loaded, OnnxModel::load(Model));
+  EXPECT_EQ(Loaded->path(), Model);
+  EXPECT_EQ(Loaded->sessionFile(), Copy);
+  // multi_input's inputs, not dynamic_scale's.
+  EXPECT_EQ(Loaded->inputs().size(), 3u);
+  EXPECT_EQ(Loaded->inputs()[0], createSpec<double>("c", {1}));
+}
+
+TEST_F(OrtFormatCopyTest, CopyOlderThanTheModelIsIgnored) {
+  ASSERT_FALSE(llvm::sys::fs::copy_file(modelPath("multi_input.ort"), Copy));
+  touch(Model, 2000);
+  touch(Copy, 1000);
+  ASSERT_VALUE(Loaded, OnnxModel::load(Model));
+  EXPECT_EQ(Loaded->sessionFile(), Model);
+  EXPECT_EQ(Loaded->inputs()[0], createSpec<float>("x", {DynamicDim}));
+}
+
+TEST_F(OrtFormatCopyTest, CopyForAnotherOnnxRuntimeIsIgnored) {
+  std::string Other = (Dir + "/model.onnxruntime-0.0.1.ort").str();
+  ASSERT_FALSE(llvm::sys::fs::copy_file(modelPath("multi_input.ort"), Other));
+  ASSERT_VALUE(Loaded, OnnxModel::load(Model));
+  EXPECT_EQ(Loaded->sessionFile(), Model);
+}
+
+TEST_F(OrtFormatCopyTest, BrokenCopyIsNamedWithTheFix) {
+  {
+    std::error_code EC;
+    llvm::raw_fd_ostream OS(Copy, EC);
+    ASSERT_FALSE(EC);
+    OS << "not an ORT-format model\n";
+  }
+  touch(Model, 1000);
+  touch(Copy, 2000);
+  std::string Message = errorOf(OnnxModel::load(Model));
+  EXPECT_NE(Message.find("cannot load ONNX model '" + Model +
+                         "' from its ORT-format copy '" + Copy + "'"),
+            std::string::npos)
+      << Message;
+  EXPECT_NE(Message.find("remove the copy"), std::string::npos) << Message;
+}
+
 TEST(OnnxModelRunnerTest, OneModelServesManyThreads) {
   ASSERT_VALUE(Model, OnnxModel::load(modelPath("multi_input.onnx")));
   constexpr int NumThreads = 4;

@@ -191,6 +191,18 @@ def exported_dense(out: Path) -> None:
     (out / "exported_samples.json").write_text(json.dumps(samples))
 
 
+def ort_format(out: Path) -> None:
+    """multi_input.ort: multi_input.onnx in ONNX Runtime's own format, as the model
+    registry writes it (mlbridge.models.ort_format), under a name the runner never reads
+    by itself; the tests copy it where OnnxModel::load looks."""
+    from mlbridge.models.ort_format import write_ort_format_copy
+
+    copy = write_ort_format_copy(out / "multi_input.onnx")
+    if copy is None:
+        raise SystemExit("make_models.py: ONNX Runtime cannot write multi_input.onnx's copy")
+    copy.replace(out / "multi_input.ort")
+
+
 def main() -> int:
     """Writes every model into the folder given as the only argument."""
     if len(sys.argv) != 2:
@@ -199,6 +211,7 @@ def main() -> int:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     multi_input(out)
+    ort_format(out)
     identities(out)
     dynamic(out)
     two_outputs(out)
