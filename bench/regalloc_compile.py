@@ -47,6 +47,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -63,6 +64,7 @@ from mlbridge.compiler.pipe import drive_compiler
 from mlbridge.corpus import load_manifest
 from mlbridge.corpus.fetch import default_corpus_dir
 from mlbridge.llvm import find_llvm_tool, object_sizes
+from mlbridge.models.ort_format import write_ort_format_copy
 from mlbridge.paths import plugin_path
 from mlbridge.regalloc import basic_policy
 from mlbridge.regalloc.onnx_policy import write_basic_policy_onnx
@@ -131,6 +133,8 @@ MODELS = {"basic": (BASIC,), "gnn": (GNN,), "both": (BASIC, GNN)}
 GREEDY = "greedy (stock llc)"
 #: The graph policy's runners (the basic policy's keep the names they always had).
 GNN_INPROCESS = "GNN in-process (ONNX Runtime)"
+#: The same without the ORT-format copy the model registry writes (docs/models.md).
+GNN_INPROCESS_ONNX = "GNN in-process, .onnx only (ONNX Runtime)"
 GNN_PIPE = "GNN pipe (bitstream, PyTorch)"
 GNN_GRPC = "GNN gRPC (PyTorch server)"
 #: The built-in trained agents, the graph policy of ``--model gnn`` and a quality row.
@@ -228,16 +232,22 @@ def basic_runners(
 
 def gnn_runners(
     plugin: Path,
-    onnx_model: Path,
+    onnx_models: tuple[Path, Path],
     pipe_policy: CountedPolicy,
     grpc: tuple[str, CountedPolicy],
     timeout: float,
 ) -> dict[str, Runner]:
-    """The graph policy's runners: its ONNX export in-process, PyTorch over pipe and gRPC."""
+    """The graph policy's runners: its ONNX export in-process, PyTorch over pipe and gRPC.
+
+    ``onnx_models``: the export with its ORT-format copy beside it, as the model registry
+    keeps it, and the same without one.
+    """
     ml = mlbridge_allocator(plugin, "-mlbridge-regalloc-split", verify=False)
     address, grpc_policy = grpc
+    registered, bare = onnx_models
     return {
-        GNN_INPROCESS: Runner(_llc([*ml, f"-mlbridge-regalloc-model={onnx_model}"], timeout), GNN),
+        GNN_INPROCESS: Runner(_llc([*ml, f"-mlbridge-regalloc-model={registered}"], timeout), GNN),
+        GNN_INPROCESS_ONNX: Runner(_llc([*ml, f"-mlbridge-regalloc-model={bare}"], timeout), GNN),
         GNN_PIPE: Runner(_over_pipe(ml, pipe_policy, timeout), GNN, policy=pipe_policy),
         GNN_GRPC: Runner(_over_grpc(ml, address, timeout), GNN, policy=grpc_policy),
     }
@@ -499,7 +509,9 @@ def _gnn_section(result: dict[str, Any], by: dict[tuple[str, int, str], float]) 
         "trained agents `regalloc-split` (`mlbridge/regalloc/models/regalloc-split.json`), "
         "llc with `-mlbridge-regalloc-split`. PyTorch answers on the Python side of the pipe "
         "(bitstream) and of the gRPC model server; its ONNX export (`RegallocGNN.to_onnx`, as "
-        "`mlbridge models install-builtin` exports it) answers in-process in ONNX Runtime. "
+        "`mlbridge models install-builtin` exports it) answers in-process in ONNX Runtime, "
+        "loaded from the ORT-format copy the model registry writes beside it (docs/models.md) "
+        "and, in the row '.onnx only', from the `.onnx` itself. "
         "PyTorch and ONNX Runtime each compute on one thread. "
         f"Wall time of a project's modules on 1 job, median of {meta['rounds']} interleaved "
         f"rounds. The three runners' objects are byte-identical on {same} of {total} "
@@ -514,12 +526,12 @@ def _gnn_section(result: dict[str, Any], by: dict[tuple[str, int, str], float]) 
         greedy = by[(GREEDY, 1, project)]
         inproc = by[(GNN_INPROCESS, 1, project)]
         decisions = rows[(GNN_PIPE, project)]["decisions_per_round"][0]
-        for name in (GREEDY, GNN_INPROCESS, GNN_PIPE, GNN_GRPC):
+        for name in (GREEDY, GNN_INPROCESS, GNN_INPROCESS_ONNX, GNN_PIPE, GNN_GRPC):
             r = rows[(name, project)]
             spent = f"{r['policy_s_median']:.2f}" if "policy_s_median" in r else "-"
             # In-process decisions are not seen from Python; equal objects mean equal ones.
             count = str(r["decisions_per_round"][0]) if "decisions_per_round" in r else "-"
-            count = str(decisions) if name == GNN_INPROCESS else count
+            count = str(decisions) if name in (GNN_INPROCESS, GNN_INPROCESS_ONNX) else count
             lines.append(
                 f"| {project} | {name} | {r['median_s']:.2f} | {r['median_s'] / greedy:.2f} | "
                 f"{r['median_s'] / inproc:.2f} | {count} | {spent} |"
@@ -666,7 +678,11 @@ def main(argv: list[str]) -> int:
                 pipe_policy, grpc_policy = CountedPolicy(gnn), CountedPolicy(gnn)
                 server = servers.enter_context(serve(grpc_policy, "127.0.0.1:0"))
                 onnx_model = gnn.to_onnx(work / "gnn.onnx")
-                runners |= gnn_runners(plugin, onnx_model, pipe_policy,
+                (work / "onnx-only").mkdir()
+                bare = Path(shutil.copy(onnx_model, work / "onnx-only" / onnx_model.name))
+                if write_ort_format_copy(onnx_model) is None:
+                    raise SystemExit("regalloc_compile.py: ONNX Runtime cannot load the export")
+                runners |= gnn_runners(plugin, (onnx_model, bare), pipe_policy,
                                        (server.address, grpc_policy), args.timeout)  # fmt: skip
                 gnn_meta = {"policy": str(GNN_POLICY.name), "hidden": gnn.hidden,
                             "rounds": gnn.rounds,

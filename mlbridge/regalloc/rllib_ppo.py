@@ -516,9 +516,12 @@ class RLlibRegallocEnv(MultiAgentEnv):
             self._close_episode()
             raise
         if kind == "obs":
-            agent, obs = value
+            acted, (agent, obs) = agent, value
             self._pending = agent
-            return {agent: obs}, {}, {"__all__": False}, {"__all__": False}, {}
+            # The agent that acted gets its (zero) step reward: RLlib wants one when the
+            # same agent observes next (the allocator takes forced actions itself, so the
+            # priority agent may follow itself).
+            return {agent: obs}, {acted: 0.0}, {"__all__": False}, {"__all__": False}, {}
         reward = _reward(value, self.basic[self._index], episode.summary, episode.acted)
         self.last_summary = episode.summary
         acted = [a for a in self.possible_agents if episode.summary.decisions.get(a)]

@@ -51,6 +51,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 
 using namespace llvm;
@@ -155,7 +156,9 @@ public:
     }
     addInitialEdges();
     InitialNodes = Nodes.size();
-    return prepare();
+    if (Error E = prepare())
+      return E;
+    return takeForcedActions();
   }
 
   Error observe(MLModelRunner &Agent) override {
@@ -202,20 +205,9 @@ public:
           "the %s agent chose action %lld, which is not legal (action_mask "
           "has %zu entries)",
           agentName(Agent_), static_cast<long long>(Index), Mask.size());
-    switch (Agent_) {
-    case RegAllocAgent::Priority:
-      // The coloring agent acts next (unless nothing is legal for it).
-      startColoring(static_cast<unsigned>(Index));
-      return Error::success();
-    case RegAllocAgent::Coloring:
-      if (color(static_cast<unsigned>(Index)))
-        return Error::success(); // the split agent acts next
-      return prepare();
-    case RegAllocAgent::Split:
-      split(static_cast<unsigned>(Index));
-      return prepare();
-    }
-    return prepare();
+    if (Error E = act(static_cast<unsigned>(Index)))
+      return E;
+    return takeForcedActions();
   }
 
   bool isDone() const override { return Done; }
@@ -237,6 +229,48 @@ private:
       return "split";
     }
     return "unknown";
+  }
+
+  /// Applies the current agent's legal action \p Index.
+  Error act(unsigned Index) {
+    switch (Agent_) {
+    case RegAllocAgent::Priority:
+      // The coloring agent acts next (unless nothing is legal for it).
+      startColoring(Index);
+      return Error::success();
+    case RegAllocAgent::Coloring:
+      if (color(Index))
+        return Error::success(); // the split agent acts next
+      return prepare();
+    case RegAllocAgent::Split:
+      split(Index);
+      return prepare();
+    }
+    return prepare();
+  }
+
+  /// Takes, without asking, every action that is the only legal one: the
+  /// last queued live range; the one register a live range that may not be
+  /// spilled can take; spilling, where no register is legal (the split agent
+  /// may then still have a choice). No agent has a choice there, and every
+  /// policy answers the same: about 5% of the queries on the held-out
+  /// projects.
+  Error takeForcedActions() {
+    while (!Done) {
+      std::optional<unsigned> Only;
+      for (size_t I = 0; I < Mask.size(); ++I) {
+        if (!Mask[I])
+          continue;
+        if (Only)
+          return Error::success(); // a choice: the agent decides
+        Only = static_cast<unsigned>(I);
+      }
+      if (!Only)
+        return Error::success();
+      if (Error E = act(*Only))
+        return E;
+    }
+    return Error::success();
   }
 
   // The graph.
