@@ -284,7 +284,11 @@ def test_the_narrowed_embedding_equals_the_whole_graphs_on_the_needed_nodes(roun
             whole = policy.embed(nf, edges)
             narrowed = policy.embed(nf, edges, needed=needed)
             assert torch.equal(narrowed[needed], whole[needed])
-            assert torch.equal(policy.embed(nf, edges, node=node)[node], whole[node])
+            # One node's row alone: the same layers over fewer rows, which PyTorch may
+            # round differently in the last bit.
+            torch.testing.assert_close(
+                policy.embed_node(nf, edges, node), whole[node], rtol=1e-6, atol=1e-6
+            )
 
 
 def test_json_round_trip_gives_identical_outputs(policy: RegallocGNN, tmp_path: Path) -> None:
