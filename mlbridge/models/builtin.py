@@ -48,6 +48,9 @@ class BuiltinModel:
             model has no TF AOT form.
         native: Whether the model has a native form (``mlbridge compile`` takes no
             control flow, so a model with an ``If`` has none).
+        exporter: The source files whose code makes its forms from the training output
+            (the network and its export): a registered form built before one of them
+            changed is built again, as one built from other training output is.
     """
 
     name: str
@@ -57,6 +60,7 @@ class BuiltinModel:
     to_onnx: Callable[[Path], object]
     to_tfaot: Callable[[Path, str, bool], Path] | None = None
     native: bool = True
+    exporter: tuple[Path, ...] = ()
 
 
 def find_builtin(models: Sequence[BuiltinModel], task: str) -> BuiltinModel:
@@ -135,9 +139,12 @@ def ensure_builtin_models(
         for model in models:
             try:
                 stamp = f"[policy sha256 {_sha256(model.policy_path)}]"
+                if model.exporter:
+                    code = hashlib.sha256(b"".join(f.read_bytes() for f in model.exporter))
+                    stamp += f" [exporter sha256 {code.hexdigest()}]"
             except OSError as e:
                 raise RegistryError(
-                    f"cannot read built-in model {model.name!r}: {model.policy_path}: {e.strerror}"
+                    f"cannot read built-in model {model.name!r}: {e.filename}: {e.strerror}"
                 ) from None
             description = f"{model.description} {stamp}"
             onnx_model = _current(reg, model.name, stamp, model.task)

@@ -111,7 +111,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "whose graph has control flow), and for the inliner "
         "also NAME-aot compiled ahead of time by TensorFlow (needs the TensorFlow "
         "environment; --no-tfaot skips it). Models built from the same training output "
-        "are kept.",
+        "(and export code) are kept.",
     )
     q.add_argument(
         "--no-tfaot", action="store_true", help="leave out the TF AOT forms (no TensorFlow)"

@@ -8,7 +8,8 @@ from mlbridge.models.builtin import BuiltinModel
 
 __all__ = ["BUILTIN_MODELS"]
 
-_POLICY = Path(__file__).resolve().parent / "models" / "regalloc-split.json"
+_HERE = Path(__file__).resolve().parent
+_POLICY = _HERE / "models" / "regalloc-split.json"
 
 
 def _to_onnx(out: Path) -> None:
@@ -35,5 +36,7 @@ BUILTIN_MODELS: tuple[BuiltinModel, ...] = (
         "below greedy's spill cost on cmark-gfm, 53.2% above it on lua (docs/ml-regalloc.md)",
         to_onnx=_to_onnx,
         native=False,
+        # The network and its export: the ONNX form is made anew when they change.
+        exporter=(_HERE / "gnn.py", _HERE / "interface.py"),
     ),
 )

@@ -160,3 +160,21 @@ def test_the_builtin_model_of_a_task_is_found_by_task_not_position():
     assert builtin_model("regalloc").name == "regalloc-split"
     with pytest.raises(RegistryError, match="no built-in model for task 'mlir-loop-unroll'"):
         builtin_model("mlir-loop-unroll")
+
+
+def test_a_builtin_is_built_again_when_its_exporter_changes(tmp_path: Path):
+    """A registered form made by older export code is replaced; the same code keeps it."""
+    from dataclasses import replace
+
+    exporter = tmp_path / "export.py"
+    exporter.write_text("# the export, version 1\n")
+    model = replace(REGALLOC[0], exporter=(exporter,))
+    registry = Registry(tmp_path / "registry")
+    (first,) = ensure_builtin_models([model], registry, tfaot=False)
+    assert "[exporter sha256 " in (first.description or "")
+    (kept,) = ensure_builtin_models([model], registry, tfaot=False)
+    assert kept.description == first.description
+    exporter.write_text("# the export, version 2\n")
+    (rebuilt,) = ensure_builtin_models([model], registry, tfaot=False)
+    assert rebuilt.description != first.description
+    assert registry.get(model.name).description == rebuilt.description

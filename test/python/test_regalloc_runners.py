@@ -152,3 +152,28 @@ def test_split_agent_acts_over_the_pipe_and_the_program_stays_correct(
     subprocess.run(["clang-22", str(asm), "-o", str(tmp_path / "split")], check=True)
     run = subprocess.run([str(tmp_path / "split")], capture_output=True, text=True, check=True)
     assert run.stdout == "mix=3015572717912299\n"
+
+
+def test_only_decisions_with_a_choice_are_asked(
+    pressure_ll: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The allocator takes an action that is the only legal one itself (the last queued
+    # live range of a function, at least): every query has a choice, and the remarks
+    # still name every priority decision, asked or not.
+    legal: list[int] = []
+    asked = 0
+
+    def policy(obs: dict[str, np.ndarray]) -> np.ndarray:
+        nonlocal asked
+        legal.append(int(np.count_nonzero(obs[MASK])))
+        asked += int(obs["agent"][0]) == Agent.PRIORITY
+        return basic_policy(obs)
+
+    drive_compiler(
+        _llc(pressure_ll, tmp_path / "pipe.o", "-mlbridge-regalloc-runner=pipe",
+             "-mlbridge-regalloc-channel={base}", "-pass-remarks-analysis=mlbridge-regalloc"),
+        policy, serdes="bitstream", timeout=60, require_end=True,
+    )  # fmt: skip
+    remarks = capfd.readouterr().err.count("priority agent: node")
+    assert legal and min(legal) >= 2
+    assert remarks > asked > 0
