@@ -242,9 +242,10 @@ std::string ortFormatCopyPath(StringRef OnnxPath) {
 
 /// The file to give ONNX Runtime for the model at \p Path: its ORT-format
 /// copy (ortFormatCopyPath, named for this library's version) when that is
-/// not older than the model file, else the model itself. The copy holds the graph already checked and
-/// optimized, so the session loads in about 60% of the time (9 ms instead of
-/// 16 for the register allocator's agents), on every compiler process.
+/// not older than the model file, else the model itself. The copy holds the
+/// graph already checked and optimized, so the session loads in about 60% of
+/// the time (9 ms instead of 16 for the register allocator's agents), on
+/// every compiler process.
 static std::string fileToLoad(StringRef Path) {
   std::string Copy = ortFormatCopyPath(Path);
   sys::fs::file_status Model, Optimized;
