@@ -9,7 +9,8 @@ from mlbridge.models.builtin import BuiltinModel
 
 __all__ = ["BUILTIN_MODELS"]
 
-_MODELS = Path(__file__).resolve().parent / "models"
+_HERE = Path(__file__).resolve().parent
+_MODELS = _HERE / "models"
 
 
 def _to_onnx(policy_path: Path, out: Path) -> None:
@@ -29,6 +30,8 @@ def _builtin(name: str, description: str) -> BuiltinModel:
         description=description,
         to_onnx=lambda out: _to_onnx(path, out),
         to_tfaot=lambda folder, c_name, log: _to_tfaot(path, folder, c_name, log),
+        # The policy's ONNX and TensorFlow forms: they are made anew when these change.
+        exporter=(_HERE / "policy.py", _HERE / "_tf_linear_policy.py"),
     )
 
 

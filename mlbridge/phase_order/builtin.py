@@ -8,7 +8,8 @@ from mlbridge.models.builtin import BuiltinModel
 
 __all__ = ["BUILTIN_MODELS"]
 
-_POLICY = Path(__file__).resolve().parent / "models" / "phase-order-oz.json"
+_HERE = Path(__file__).resolve().parent
+_POLICY = _HERE / "models" / "phase-order-oz.json"
 
 
 def _to_onnx(out: Path) -> None:
@@ -30,5 +31,7 @@ BUILTIN_MODELS: tuple[BuiltinModel, ...] = (
         "built-in action set and count observations; trained with 'mlbridge train "
         "phase-order' on the corpus's training projects)",
         to_onnx=_to_onnx,
+        # The network and PyTorch's export: the ONNX form is made anew when they change.
+        exporter=(_HERE / "policy.py", _HERE.parent / "export" / "torch_export.py"),
     ),
 )

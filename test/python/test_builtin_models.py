@@ -178,3 +178,10 @@ def test_a_builtin_is_built_again_when_its_exporter_changes(tmp_path: Path):
     (rebuilt,) = ensure_builtin_models([model], registry, tfaot=False)
     assert rebuilt.description != first.description
     assert registry.get(model.name).description == rebuilt.description
+
+
+def test_every_builtin_names_its_export_code():
+    """Each built-in lists the files that make its forms, and they exist."""
+    for model in BUILTIN_MODELS:
+        assert model.exporter, model.name
+        assert all(f.is_file() for f in model.exporter), model.exporter
