@@ -55,9 +55,9 @@ from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2 as pb
 from mlbridge.serdes._proto.mlbridge.v1 import model_service_pb2_grpc as pb_grpc
 from mlbridge.serdes._proto.mlbridge.v1 import tensor_pb2
 from mlbridge.serdes.base import DecodeLimits
-from mlbridge.serdes.protobuf import tensor_from_proto, tensor_to_proto
+from mlbridge.serdes.protobuf import spec_from_proto, tensor_from_proto, tensor_to_proto
 from mlbridge.tensor import Tensor
-from mlbridge.tensor_spec import ElementType, TensorSpec
+from mlbridge.tensor_spec import TensorSpec
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -123,11 +123,17 @@ _AdviceEntry = tuple[TensorSpec, type | None, int]
 
 def _advice_entry(a: Any) -> _AdviceEntry:
     try:
-        advice = TensorSpec(a.name, ElementType(a.type), tuple(a.shape), a.port)
-    except ValueError as e:
+        advice = spec_from_proto(a, "the observation's advice spec")
+    except MLBridgeError as e:
         raise MLBridgeError(f"the observation's advice spec is invalid: {e}") from None
     scalar = None
-    if advice.type.itemsize and not advice.is_dynamic and advice.element_count == 1:
+    # A constrained advice is always checked (no shortcut in _reply_for).
+    if (
+        advice.type.itemsize
+        and not advice.is_dynamic
+        and advice.element_count == 1
+        and not advice.has_constraints
+    ):
         scalar = advice.type.numpy_dtype.type
     return advice, scalar, advice.type.value
 
@@ -158,7 +164,14 @@ def _observation_from_proto(
     if not msg.HasField("advice"):
         raise MLBridgeError("the observation has no advice spec")
     a = msg.advice
-    key = (a.name, a.type, tuple(a.shape), a.port)
+    key = (
+        a.name,
+        a.type,
+        tuple(a.shape),
+        a.port,
+        (a.range.low, a.range.high) if a.HasField("range") else None,
+        a.mask if a.HasField("mask") else None,
+    )
     entry = None if specs is None else specs.get(key)
     if entry is None:
         entry = _advice_entry(a)
@@ -170,7 +183,7 @@ def _observation_from_proto(
     limits.check_tensor_count(len(features.tensors), 0)
     where = f"observation {features.id}"
     tensors = tuple(tensor_from_proto(t, where, limits, 0) for t in features.tensors)
-    # The wire spec carries no constraints: a stock advisor's are known here.
+    # Stock LLVM's specs carry no constraints: a stock advisor's are known here.
     constrained = with_stock_constraints(entry[0], (t.name for t in tensors))
     if constrained is not entry[0]:
         entry = (constrained, None, entry[2])  # no unchecked shortcut

@@ -23,7 +23,13 @@ from mlbridge.serdes.records import Context, End, Header, Message, MessageKind, 
 from mlbridge.tensor import Tensor
 from mlbridge.tensor_spec import ElementType, TensorSpec
 
-__all__ = ["ProtobufSerDes", "encode_varint", "record_from_proto", "record_to_proto"]
+__all__ = [
+    "ProtobufSerDes",
+    "encode_varint",
+    "record_from_proto",
+    "record_to_proto",
+    "spec_from_proto",
+]
 
 _KIND_TO_PB = {
     MessageKind.OBSERVATION: pb.MESSAGE_KIND_OBSERVATION,
@@ -52,6 +58,10 @@ def _spec_to_pb(spec: TensorSpec, out: Any) -> None:
     out.type = spec.type.value
     out.shape.extend(spec.shape)
     out.port = spec.port
+    if spec.valid_range is not None:
+        out.range.low, out.range.high = spec.valid_range
+    if spec.mask_feature is not None:
+        out.mask = spec.mask_feature
 
 
 def tensor_to_proto(tensor: Tensor, out: Any) -> None:
@@ -99,10 +109,25 @@ def _element_type(value: int, where: str) -> ElementType:
     return etype
 
 
-def _spec_from_pb(msg: Any, where: str) -> TensorSpec:
+def spec_from_proto(msg: Any, where: str) -> TensorSpec:
+    """The :class:`TensorSpec` of a ``mlbridge.v1.TensorSpec`` message, with its constraints.
+
+    Raises:
+        MalformedInputError: naming ``where``, if the spec or its constraints are invalid
+            (as the C++ side refuses them).
+    """
     etype = _element_type(msg.type, f"{where} ({msg.name!r})")
     try:
-        return TensorSpec(msg.name, etype, tuple(msg.shape), msg.port)
+        spec = TensorSpec(msg.name, etype, tuple(msg.shape), msg.port)
+        if not msg.HasField("range") and not msg.HasField("mask"):
+            return spec
+        # As JSON's "mask", a mask present must name a feature.
+        if msg.HasField("mask") and not msg.mask:
+            raise MLBridgeError(f"tensor spec {msg.name!r} has an empty mask feature name")
+        return spec.with_constraints(
+            (msg.range.low, msg.range.high) if msg.HasField("range") else None,
+            msg.mask if msg.HasField("mask") else None,
+        )
     except MLBridgeError as e:
         raise MalformedInputError(f"{where}: {e}") from None
 
@@ -181,10 +206,10 @@ def record_from_proto(rec: Any, limits: DecodeLimits, offset: int = 0) -> Record
         h = rec.header
         limits.check_tensor_count(len(h.features), offset)
         features = tuple(
-            _spec_from_pb(f, f"{where}: feature {i}") for i, f in enumerate(h.features)
+            spec_from_proto(f, f"{where}: feature {i}") for i, f in enumerate(h.features)
         )
-        advice = _spec_from_pb(h.advice, f"{where}: advice") if h.HasField("advice") else None
-        score = _spec_from_pb(h.score, f"{where}: score") if h.HasField("score") else None
+        advice = spec_from_proto(h.advice, f"{where}: advice") if h.HasField("advice") else None
+        score = spec_from_proto(h.score, f"{where}: score") if h.HasField("score") else None
         specs = (*features, *(s for s in (advice, score) if s is not None))
         _lines.check_spec_shapes(specs, offset)
         _lines.check_spec_limits(specs, limits, offset)

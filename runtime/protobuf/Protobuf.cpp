@@ -40,6 +40,12 @@ void specToProto(const TensorSpec &S, v1::TensorSpec &P) {
   for (int64_t D : S.shape())
     P.add_shape(D);
   P.set_port(S.port());
+  if (const std::optional<ValueRange> &R = S.validRange()) {
+    P.mutable_range()->set_low(R->Low);
+    P.mutable_range()->set_high(R->High);
+  }
+  if (!S.maskFeature().empty())
+    P.set_mask(S.maskFeature());
 }
 
 Expected<TensorSpec> specFromProto(const v1::TensorSpec &P) {
@@ -50,7 +56,19 @@ Expected<TensorSpec> specFromProto(const v1::TensorSpec &P) {
   Expected<TensorSpec> S = TensorSpec::create(P.name(), *Type, Shape, P.port());
   if (!S)
     return decodeError(Name, toString(S.takeError()));
-  return S;
+  if (!P.has_range() && !P.has_mask())
+    return S;
+  // As JSON's "mask", a mask present must name a feature.
+  if (P.has_mask() && P.mask().empty())
+    return decodeError(Name, "tensor spec '" + P.name() +
+                                 "' has an empty mask feature name");
+  std::optional<ValueRange> Range;
+  if (P.has_range())
+    Range = ValueRange{P.range().low(), P.range().high()};
+  Expected<TensorSpec> C = S->withConstraints(Range, P.mask());
+  if (!C)
+    return decodeError(Name, toString(C.takeError()));
+  return C;
 }
 
 Error checkSpecLimits(const TensorSpec &S, const DecoderLimits &Limits) {

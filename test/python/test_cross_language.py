@@ -138,7 +138,7 @@ def test_tool_without_arguments_prints_usage_and_exits_1(tool):
 
 
 # Advice constraints (docs/serialization.md) travel in the spec JSON of the bitstream and
-# JSON headers; protobuf's TensorSpec message has no field for them.
+# JSON headers, and in the `range` and `mask` fields of protobuf's TensorSpec message.
 CONSTRAINED = [
     Header(
         (TensorSpec("mask", ElementType.INT64, (1, 33)), TensorSpec("w", ElementType.FLOAT, ())),
@@ -150,7 +150,7 @@ CONSTRAINED = [
 ]
 
 
-@pytest.mark.parametrize("serdes", ["bitstream", "json"])
+@pytest.mark.parametrize("serdes", SERDES_NAMES)
 def test_constrained_specs_agree(tool, serdes):
     check_both_ways(tool, serdes, CONSTRAINED)
 
@@ -308,6 +308,63 @@ def header_bytes(serdes: str, header: Header, edit=None) -> bytes:
     edit(rec)
     body = rec.SerializeToString()
     return encode_varint(len(body)) + body
+
+
+def _set_range(low: int, high: int):
+    def edit(rec) -> None:
+        rec.header.advice.range.low, rec.header.advice.range.high = low, high
+
+    return edit
+
+
+def _set_mask(name: str):
+    def edit(rec) -> None:
+        rec.header.advice.mask = name
+
+    return edit
+
+
+def _advice_type(number: int):
+    def edit(rec) -> None:
+        rec.header.advice.type = number
+
+    return edit
+
+
+# The protobuf forms of the bad constraints above: what withConstraints() and
+# TensorSpec(valid_range=, mask_feature=) refuse, both sides refuse on the wire.
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (_set_range(33, 0), "empty range"),
+        (_set_range(5, 5), "empty range"),
+        (_set_mask(""), "empty mask feature name"),
+        (_advice_type(12), "has a range, but its type"),  # string advice
+        (_advice_type(9), "mask feature, but its"),  # float advice
+    ],
+    ids=["range-reversed", "range-empty", "mask-empty", "range-on-string", "mask-on-float"],
+)
+def test_both_sides_reject_the_same_bad_protobuf_constraints(tool, edit, message):
+    data = header_bytes("protobuf", CONSTRAINED[0], edit)
+    with pytest.raises(MalformedInputError, match=message):
+        get_serdes("protobuf").decode_stream(data)
+    result = decode_with_tool(tool, "protobuf", data)
+    assert result.returncode == 1, result.stdout
+    assert message.encode() in result.stderr, result.stderr
+
+
+def test_a_protobuf_spec_without_constraints_has_no_constraint_bytes():
+    # An unconstrained spec is written as before the fields existed (the checked-in
+    # vectors stay valid); a constrained one carries both fields.
+    from mlbridge.serdes.protobuf import record_to_proto
+
+    plain = record_to_proto(Header((), TensorSpec("a", ElementType.INT64, (1,))))
+    assert not plain.header.advice.HasField("range")
+    assert not plain.header.advice.HasField("mask")
+    rec = record_to_proto(CONSTRAINED[0])
+    assert (rec.header.advice.range.low, rec.header.advice.range.high) == (0, 33)
+    assert rec.header.advice.mask == "mask"
+    assert rec.header.score.HasField("range") and not rec.header.score.HasField("mask")
 
 
 # Each dimension within the limit, their product beyond an int64: C++ refused it

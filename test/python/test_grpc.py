@@ -146,6 +146,36 @@ def test_server_status_codes_name_the_problem():
         assert np.frombuffer(call(server.address, observation([3])).tensors[0].data, "<i8") == 1
 
 
+def test_server_refuses_advice_outside_the_constraints_the_observation_carries():
+    # The advice spec's range and mask travel in the Observation (a constrained C++
+    # advice, such as -regalloc=mlbridge's regalloc_action): the server checks the
+    # policy's answer against them, the one-element shortcut included, and sends nothing
+    # that violates them.
+    def policy(obs: Observation) -> Any:
+        assert obs.advice.valid_range == (0, 3) and obs.advice.mask_feature == "x"
+        return np.int64(obs["x"][0])
+
+    with serve(policy) as server:
+        for x, answer in [([1, 1, 0], 1), ([2, 1, 0], None), ([5, 1, 1], None)]:
+            request = observation(x)
+            request.advice.range.low, request.advice.range.high = 0, 3
+            request.advice.mask = "x"
+            if answer is not None:
+                reply = call(server.address, request)
+                assert np.frombuffer(reply.tensors[0].data, "<i8").tolist() == [answer]
+                continue
+            with pytest.raises(grpc.RpcError) as e:
+                call(server.address, request)
+            assert e.value.code() == grpc.StatusCode.INTERNAL
+            assert "advice 'y'" in e.value.details()
+        bad = observation([1])
+        bad.advice.range.low, bad.advice.range.high = 3, 0
+        with pytest.raises(grpc.RpcError) as e:
+            call(server.address, bad)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "empty range" in e.value.details()
+
+
 def test_server_refuses_messages_above_its_limit():
     with serve(lambda obs: 1, max_message_bytes=256) as server:
         with pytest.raises(grpc.RpcError) as e:

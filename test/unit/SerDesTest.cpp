@@ -143,6 +143,29 @@ TEST_P(SerDesRoundTrip, StringTensorsIncludingEmptyAndNonASCII) {
   expectRoundTrip(GetParam(), makeStream(ElementType::String, {5}, {5}));
 }
 
+// Every SerDes carries an advice's range and mask feature (protobuf in the
+// TensorSpec fields `range` and `mask`), so the model side can check its
+// answers against them.
+TEST_P(SerDesRoundTrip, AdviceConstraintsInTheHeader) {
+  Header H;
+  H.Features.push_back(createSpec<int64_t>("mask", {1, 33}));
+  MLB_ASSERT_VALUE(Advice, createSpec<int64_t>("index_to_evict", {1})
+                               .withConstraints(ValueRange{0, 33}, "mask"));
+  MLB_ASSERT_VALUE(
+      Score, createSpec<float>("score", {}).withConstraints(ValueRange{-5, 9}));
+  H.Advice = Advice;
+  H.Score = Score;
+  expectRoundTrip(GetParam(), {H, End{}});
+  MLB_ASSERT_VALUE(Bytes, encodeAll(GetParam(), {H}));
+  MLB_ASSERT_VALUE(Back, decodeBytes(GetParam(), Bytes));
+  const auto *Decoded = std::get_if<Header>(&Back.front());
+  ASSERT_NE(Decoded, nullptr);
+  EXPECT_EQ(Decoded->Advice->validRange(), (ValueRange{0, 33}));
+  EXPECT_EQ(Decoded->Advice->maskFeature(), "mask");
+  EXPECT_EQ(Decoded->Score->validRange(), (ValueRange{-5, 9}));
+  EXPECT_EQ(Decoded->Score->maskFeature(), "");
+}
+
 TEST_P(SerDesRoundTrip, DynamicShapes) {
   for (unsigned T = 0; T < NumElementTypes; ++T) {
     auto Type = static_cast<ElementType>(T);

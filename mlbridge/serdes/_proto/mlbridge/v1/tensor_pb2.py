@@ -24,25 +24,27 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18mlbridge/v1/tensor.proto\x12\x0bmlbridge.v1\"_\n\nTensorSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x04type\x18\x02 \x01(\x0e\x32\x18.mlbridge.v1.ElementType\x12\r\n\x05shape\x18\x03 \x03(\x03\x12\x0c\n\x04port\x18\x04 \x01(\x05\"l\n\x06Tensor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x04type\x18\x02 \x01(\x0e\x32\x18.mlbridge.v1.ElementType\x12\r\n\x05shape\x18\x03 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x0f\n\x07strings\x18\x05 \x03(\x0c\"\x84\x01\n\x06Header\x12)\n\x08\x66\x65\x61tures\x18\x01 \x03(\x0b\x32\x17.mlbridge.v1.TensorSpec\x12\'\n\x06\x61\x64vice\x18\x02 \x01(\x0b\x32\x17.mlbridge.v1.TensorSpec\x12&\n\x05score\x18\x03 \x01(\x0b\x32\x17.mlbridge.v1.TensorSpec\"i\n\rTensorMessage\x12&\n\x04kind\x18\x01 \x01(\x0e\x32\x18.mlbridge.v1.MessageKind\x12\n\n\x02id\x18\x02 \x01(\x03\x12$\n\x07tensors\x18\x03 \x03(\x0b\x32\x13.mlbridge.v1.Tensor\"\x8a\x01\n\x06Record\x12%\n\x06header\x18\x01 \x01(\x0b\x32\x13.mlbridge.v1.HeaderH\x00\x12\x11\n\x07\x63ontext\x18\x02 \x01(\tH\x00\x12-\n\x07message\x18\x03 \x01(\x0b\x32\x1a.mlbridge.v1.TensorMessageH\x00\x12\r\n\x03\x65nd\x18\x04 \x01(\x08H\x00\x42\x08\n\x06record*\xce\x02\n\x0b\x45lementType\x12\x1c\n\x18\x45LEMENT_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x45LEMENT_TYPE_INT8\x10\x01\x12\x16\n\x12\x45LEMENT_TYPE_UINT8\x10\x02\x12\x16\n\x12\x45LEMENT_TYPE_INT16\x10\x03\x12\x17\n\x13\x45LEMENT_TYPE_UINT16\x10\x04\x12\x16\n\x12\x45LEMENT_TYPE_INT32\x10\x05\x12\x17\n\x13\x45LEMENT_TYPE_UINT32\x10\x06\x12\x16\n\x12\x45LEMENT_TYPE_INT64\x10\x07\x12\x17\n\x13\x45LEMENT_TYPE_UINT64\x10\x08\x12\x16\n\x12\x45LEMENT_TYPE_FLOAT\x10\t\x12\x17\n\x13\x45LEMENT_TYPE_DOUBLE\x10\n\x12\x15\n\x11\x45LEMENT_TYPE_BOOL\x10\x0b\x12\x17\n\x13\x45LEMENT_TYPE_STRING\x10\x0c*^\n\x0bMessageKind\x12\x1c\n\x18MESSAGE_KIND_OBSERVATION\x10\x00\x12\x18\n\x14MESSAGE_KIND_OUTCOME\x10\x01\x12\x17\n\x13MESSAGE_KIND_ADVICE\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18mlbridge/v1/tensor.proto\x12\x0bmlbridge.v1\"\xa3\x01\n\nTensorSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x04type\x18\x02 \x01(\x0e\x32\x18.mlbridge.v1.ElementType\x12\r\n\x05shape\x18\x03 \x03(\x03\x12\x0c\n\x04port\x18\x04 \x01(\x05\x12&\n\x05range\x18\x05 \x01(\x0b\x32\x17.mlbridge.v1.ValueRange\x12\x11\n\x04mask\x18\x06 \x01(\tH\x00\x88\x01\x01\x42\x07\n\x05_mask\"\'\n\nValueRange\x12\x0b\n\x03low\x18\x01 \x01(\x03\x12\x0c\n\x04high\x18\x02 \x01(\x03\"l\n\x06Tensor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x04type\x18\x02 \x01(\x0e\x32\x18.mlbridge.v1.ElementType\x12\r\n\x05shape\x18\x03 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x0f\n\x07strings\x18\x05 \x03(\x0c\"\x84\x01\n\x06Header\x12)\n\x08\x66\x65\x61tures\x18\x01 \x03(\x0b\x32\x17.mlbridge.v1.TensorSpec\x12\'\n\x06\x61\x64vice\x18\x02 \x01(\x0b\x32\x17.mlbridge.v1.TensorSpec\x12&\n\x05score\x18\x03 \x01(\x0b\x32\x17.mlbridge.v1.TensorSpec\"i\n\rTensorMessage\x12&\n\x04kind\x18\x01 \x01(\x0e\x32\x18.mlbridge.v1.MessageKind\x12\n\n\x02id\x18\x02 \x01(\x03\x12$\n\x07tensors\x18\x03 \x03(\x0b\x32\x13.mlbridge.v1.Tensor\"\x8a\x01\n\x06Record\x12%\n\x06header\x18\x01 \x01(\x0b\x32\x13.mlbridge.v1.HeaderH\x00\x12\x11\n\x07\x63ontext\x18\x02 \x01(\tH\x00\x12-\n\x07message\x18\x03 \x01(\x0b\x32\x1a.mlbridge.v1.TensorMessageH\x00\x12\r\n\x03\x65nd\x18\x04 \x01(\x08H\x00\x42\x08\n\x06record*\xce\x02\n\x0b\x45lementType\x12\x1c\n\x18\x45LEMENT_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x45LEMENT_TYPE_INT8\x10\x01\x12\x16\n\x12\x45LEMENT_TYPE_UINT8\x10\x02\x12\x16\n\x12\x45LEMENT_TYPE_INT16\x10\x03\x12\x17\n\x13\x45LEMENT_TYPE_UINT16\x10\x04\x12\x16\n\x12\x45LEMENT_TYPE_INT32\x10\x05\x12\x17\n\x13\x45LEMENT_TYPE_UINT32\x10\x06\x12\x16\n\x12\x45LEMENT_TYPE_INT64\x10\x07\x12\x17\n\x13\x45LEMENT_TYPE_UINT64\x10\x08\x12\x16\n\x12\x45LEMENT_TYPE_FLOAT\x10\t\x12\x17\n\x13\x45LEMENT_TYPE_DOUBLE\x10\n\x12\x15\n\x11\x45LEMENT_TYPE_BOOL\x10\x0b\x12\x17\n\x13\x45LEMENT_TYPE_STRING\x10\x0c*^\n\x0bMessageKind\x12\x1c\n\x18MESSAGE_KIND_OBSERVATION\x10\x00\x12\x18\n\x14MESSAGE_KIND_OUTCOME\x10\x01\x12\x17\n\x13MESSAGE_KIND_ADVICE\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mlbridge.v1.tensor_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ELEMENTTYPE']._serialized_start=632
-  _globals['_ELEMENTTYPE']._serialized_end=966
-  _globals['_MESSAGEKIND']._serialized_start=968
-  _globals['_MESSAGEKIND']._serialized_end=1062
-  _globals['_TENSORSPEC']._serialized_start=41
-  _globals['_TENSORSPEC']._serialized_end=136
-  _globals['_TENSOR']._serialized_start=138
-  _globals['_TENSOR']._serialized_end=246
-  _globals['_HEADER']._serialized_start=249
-  _globals['_HEADER']._serialized_end=381
-  _globals['_TENSORMESSAGE']._serialized_start=383
-  _globals['_TENSORMESSAGE']._serialized_end=488
-  _globals['_RECORD']._serialized_start=491
-  _globals['_RECORD']._serialized_end=629
+  _globals['_ELEMENTTYPE']._serialized_start=742
+  _globals['_ELEMENTTYPE']._serialized_end=1076
+  _globals['_MESSAGEKIND']._serialized_start=1078
+  _globals['_MESSAGEKIND']._serialized_end=1172
+  _globals['_TENSORSPEC']._serialized_start=42
+  _globals['_TENSORSPEC']._serialized_end=205
+  _globals['_VALUERANGE']._serialized_start=207
+  _globals['_VALUERANGE']._serialized_end=246
+  _globals['_TENSOR']._serialized_start=248
+  _globals['_TENSOR']._serialized_end=356
+  _globals['_HEADER']._serialized_start=359
+  _globals['_HEADER']._serialized_end=491
+  _globals['_TENSORMESSAGE']._serialized_start=493
+  _globals['_TENSORMESSAGE']._serialized_end=598
+  _globals['_RECORD']._serialized_start=601
+  _globals['_RECORD']._serialized_end=739
 # @@protoc_insertion_point(module_scope)
