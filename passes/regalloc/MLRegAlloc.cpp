@@ -814,11 +814,12 @@ private:
   /// code, and each part that is not connected to the rest becomes a
   /// register of its own, as the machine verifier requires. A region's parts
   /// take its register where it is still free; every other part joins the
-  /// graph queued, and so does \p Reg again. Each is spilled, if it is, to a
-  /// stack slot of its own. Returns the new registers.
+  /// graph queued, and so does \p Reg again. All parts name the live range's
+  /// original (familyOriginal) as theirs. Returns the new registers.
   SmallVector<Register, 4> splitAround(Register Reg, const SplitCandidate &C) {
     const unsigned Generation =
         Nodes[NodeOf.lookup(Reg)].RegionSplits + (C.Phys ? 1 : 0);
+    const Register Family = familyOriginal(Reg);
     SmallVector<Register, 4> NewRegs;
     // The registers holding the value inside C: Inner and its components.
     SmallDenseSet<Register, 4> InnerParts;
@@ -858,13 +859,9 @@ private:
           for (const LiveInterval *Part : Components)
             InnerParts.insert(Part->reg());
       }
-      // Every part is an original of its own. The inline spiller expects an
-      // original's interval to cover its split products' values (SplitKit
-      // keeps it so); a split computed anew from the code does not, so no
-      // part may name another as its original.
       for (Register R : concat<const Register>(ArrayRef<Register>(Reg),
                                                ArrayRef<Register>(NewRegs)))
-        VRM.setIsSplitFromReg(R, Register());
+        VRM.setIsSplitFromReg(R, Family);
     }
     SmallVector<Register, 4> Parts;
     SmallVector<Register, 4> All{Reg};
@@ -893,6 +890,27 @@ private:
       }
     }
     return Parts;
+  }
+
+  /// The original of \p Reg's parts: the live range as it was before its
+  /// first split, kept as the interval of a register without instructions
+  /// (LLVM's greedy allocator keeps a split register's interval so too). The
+  /// inline spiller gives the parts of one original one stack slot, and drops
+  /// or hoists (postOptimization) the stores of a value the slot already
+  /// holds: a copy back into a spilled part costs no store then. It needs the
+  /// original's interval to cover every part's values, which this one does:
+  /// the parts live only where the live range did, and at any point they all
+  /// hold its one value.
+  Register familyOriginal(Register Reg) {
+    const Register Orig = VRM.getOriginal(Reg);
+    const LiveInterval &LI = LIS.getInterval(Reg);
+    if (Orig != Reg && LIS.hasInterval(Orig) &&
+        LIS.getInterval(Orig).covers(LI))
+      return Orig;
+    const Register Shadow = MRI.createVirtualRegister(MRI.getRegClass(Reg));
+    VRM.grow();
+    LIS.createEmptyInterval(Shadow).assign(LI, LIS.getVNInfoAllocator());
+    return Shadow;
   }
 
   void spill(const LiveInterval &LI) {
