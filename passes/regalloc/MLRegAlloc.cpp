@@ -19,6 +19,7 @@
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallVector.h"
@@ -85,14 +86,21 @@ struct SplitCopy {
   MachineBasicBlock *Block = nullptr;
   bool AtEnd = false;
   bool IntoInner = false;
+  /// Inside the block, around interference: before this instruction.
+  MachineInstr *Before = nullptr;
 };
 
 /// One split the split agent may be offered: around one block, or around a
-/// region (the blocks of the live range where one register is free, which
-/// the part inside then takes).
+/// region (the blocks of the live range where one register is free, and the
+/// ends of those where it is taken for part of the live range, which the part
+/// inside then takes).
 struct SplitCandidate {
   /// The blocks whose uses and defs the new register takes.
   SmallVector<MachineBasicBlock *, 4> Blocks;
+  /// The instructions whose uses and defs it takes in a region's partial
+  /// blocks (their heads and tails), and how many such blocks there are.
+  SmallVector<MachineInstr *, 4> InsideInstrs;
+  unsigned PartialBlocks = 0;
   SmallVector<SplitCopy, 4> Copies;
   /// A region's register (none for a block split).
   MCRegister Phys;
@@ -621,44 +629,166 @@ private:
       addRegionCandidates(LI, Uses, Refused);
   }
 
-  /// Whether \p Phys is free, in \p MBB, wherever \p LI lives there: no
-  /// assigned live range, fixed register or call clobber in the way.
-  bool freeInBlock(const LiveInterval &LI, const MachineBasicBlock &MBB,
-                   MCRegister Phys) {
+  /// Where \p Phys is taken, in \p MBB, while \p LI lives there: the first
+  /// and the end of the last slot at which an assigned live range (of
+  /// \p Holders, those holding \p Phys somewhere \p LI lives), a fixed
+  /// register or a call clobber is in the way. None where it is free.
+  std::optional<std::pair<SlotIndex, SlotIndex>>
+  interferenceInBlock(const LiveInterval &LI, const MachineBasicBlock &MBB,
+                      MCRegister Phys, ArrayRef<const LiveInterval *> Holders) {
     const SlotIndex Start = LIS.getMBBStartIdx(&MBB);
     const SlotIndex End = LIS.getMBBEndIdx(&MBB);
+    std::optional<std::pair<SlotIndex, SlotIndex>> Bounds;
+    auto Widen = [&](SlotIndex From, SlotIndex To) {
+      if (!Bounds)
+        Bounds = {From, To};
+      Bounds->first = std::min(Bounds->first, From);
+      Bounds->second = std::max(Bounds->second, To);
+    };
     ArrayRef<SlotIndex> MaskSlots = LIS.getRegMaskSlotsInBlock(MBB.getNumber());
     ArrayRef<const uint32_t *> MaskBits =
         LIS.getRegMaskBitsInBlock(MBB.getNumber());
     for (size_t I = 0; I < MaskSlots.size(); ++I)
       if (MachineOperand::clobbersPhysReg(MaskBits[I], Phys) &&
           LI.liveAt(MaskSlots[I]))
-        return false;
-    for (auto Seg = LI.find(Start); Seg != LI.end() && Seg->start < End;
-         ++Seg) {
-      const SlotIndex From = std::max(Seg->start, Start);
-      const SlotIndex To = std::min(Seg->end, End);
-      if (From >= To)
+        Widen(MaskSlots[I], MaskSlots[I].getDeadSlot());
+    // Where LI's segments in the block overlap \p Other's.
+    auto Overlaps = [&](const LiveRange &Other) {
+      for (auto Seg = LI.find(Start); Seg != LI.end() && Seg->start < End;
+           ++Seg) {
+        const SlotIndex From = std::max(Seg->start, Start);
+        const SlotIndex To = std::min(Seg->end, End);
+        for (auto O = Other.find(From); O != Other.end() && O->start < To;
+             ++O) {
+          const SlotIndex A = std::max(From, O->start);
+          const SlotIndex B = std::min(To, O->end);
+          if (A < B)
+            Widen(A, B);
+        }
+      }
+    };
+    for (MCRegUnit Unit : TRI.regunits(Phys))
+      Overlaps(LIS.getRegUnit(Unit));
+    for (const LiveInterval *Holder : Holders)
+      Overlaps(*Holder);
+    return Bounds;
+  }
+
+  /// The live ranges holding \p Phys somewhere \p LI lives.
+  SmallVector<const LiveInterval *, 8> holdersOf(const LiveInterval &LI,
+                                                 MCRegister Phys) {
+    SmallVector<const LiveInterval *, 8> Holders;
+    for (MCRegUnit Unit : TRI.regunits(Phys))
+      for (const LiveInterval *H : Matrix.query(LI, Unit).interferingVRegs())
+        if (!is_contained(Holders, H))
+          Holders.push_back(H);
+    return Holders;
+  }
+
+  /// A region block where the region's register is taken for part of the
+  /// live range: the new register may hold the value before the first
+  /// interference (the head) and after the last (the tail), with copies
+  /// around the interference, as LLVM's greedy allocator does.
+  struct PartialBlock {
+    MachineBasicBlock *Block = nullptr;
+    /// The head's end: the first instruction at or after the interference
+    /// (nullptr: no head).
+    MachineInstr *LeaveBefore = nullptr;
+    /// The tail's start: the first instruction after the interference
+    /// (nullptr: the interference reaches the terminators, no tail).
+    MachineInstr *EnterBefore = nullptr;
+    bool Head = false, Tail = false;
+    /// The instructions of the head and tail that read or write the live
+    /// range.
+    SmallVector<MachineInstr *, 4> Inside;
+    unsigned Instructions = 0, Calls = 0;
+  };
+
+  /// The head and tail \p MBB offers a region of \p LI in the register taken
+  /// between \p Intf's bounds: each only if it has uses or defs of \p LI
+  /// (a part without any would only move a copy within the block).
+  std::optional<PartialBlock>
+  partialBlock(const LiveInterval &LI, MachineBasicBlock &MBB,
+               std::pair<SlotIndex, SlotIndex> Intf) {
+    PartialBlock P;
+    P.Block = &MBB;
+    MachineInstr *Last = nullptr; // the last instruction touching Intf
+    for (MachineInstr &MI : MBB) {
+      if (MI.isDebugInstr())
         continue;
-      for (MCRegUnit Unit : TRI.regunits(Phys))
-        if (LIS.getRegUnit(Unit).overlaps(From, To))
-          return false;
-      if (Matrix.checkInterference(From, To, Phys))
-        return false;
+      const SlotIndex Idx = LIS.getInstructionIndex(MI);
+      if (!P.LeaveBefore && Intf.first <= Idx.getDeadSlot())
+        P.LeaveBefore = &MI;
+      if (Idx.getBaseIndex() < Intf.second)
+        Last = &MI;
     }
-    return true;
+    if (!P.LeaveBefore || !Last)
+      return std::nullopt;
+    // The head: the instructions before LeaveBefore (a terminator there: the
+    // copy goes before the first terminator, earlier, which is as good).
+    unsigned HeadUses = 0, TailUses = 0;
+    SmallVector<MachineInstr *, 4> HeadRefs, TailRefs;
+    unsigned HeadInstrs = 0, HeadCalls = 0, TailInstrs = 0, TailCalls = 0;
+    for (MachineInstr &MI : MBB) {
+      if (&MI == P.LeaveBefore)
+        break;
+      if (MI.isDebugInstr())
+        continue;
+      ++HeadInstrs;
+      HeadCalls += MI.isCall();
+      if (MI.readsRegister(LI.reg(), &TRI) ||
+          MI.modifiesRegister(LI.reg(), &TRI)) {
+        ++HeadUses;
+        HeadRefs.push_back(&MI);
+      }
+    }
+    // The tail: after Last, up to the terminators (no tail after a
+    // terminator).
+    if (!Last->isTerminator()) {
+      auto After = std::next(Last->getIterator());
+      P.EnterBefore =
+          After == MBB.end() || After->isTerminator() ? nullptr : &*After;
+      for (auto It = After; It != MBB.end(); ++It) {
+        if (It->isDebugInstr())
+          continue;
+        ++TailInstrs;
+        TailCalls += It->isCall();
+        if (It->readsRegister(LI.reg(), &TRI) ||
+            It->modifiesRegister(LI.reg(), &TRI)) {
+          ++TailUses;
+          TailRefs.push_back(&*It);
+        }
+      }
+    }
+    P.Head = HeadUses > 0;
+    P.Tail = TailUses > 0 && P.EnterBefore;
+    if (!P.Head && !P.Tail)
+      return std::nullopt;
+    if (P.Head) {
+      P.Inside.append(HeadRefs.begin(), HeadRefs.end());
+      P.Instructions += HeadInstrs;
+      P.Calls += HeadCalls;
+    }
+    if (P.Tail) {
+      P.Inside.append(TailRefs.begin(), TailRefs.end());
+      P.Instructions += TailInstrs;
+      P.Calls += TailCalls;
+    }
+    return P;
   }
 
   /// The region splits of \p LI: for each register the coloring agent was
   /// offered (in its order), the blocks where it lives and the register is
-  /// free, without the blocks a block split refuses. Offered, once per
-  /// distinct region, when the region has some blocks with its uses or defs
-  /// and not all of them: each part then has fewer such blocks than the live
-  /// range, so that splits end. Copies go on the region's border:
-  /// into the new register at the start of a region block whose
-  /// predecessors are all outside it, else at the end of each outside
-  /// predecessor; back at the start of an outside block whose predecessors
-  /// are all inside, else at the end of each region block leaving to it.
+  /// free, without the blocks a block split refuses, and the heads and tails
+  /// of the blocks where the register is taken for part of it
+  /// (partialBlock). Offered, once per distinct region, when the region has
+  /// some of its uses or defs and not all of them: each part then has fewer
+  /// than the live range, so that splits end. Copies go around the
+  /// interference in partial blocks and on the region's border: into the
+  /// new register at the start of a block entered inside whose predecessors
+  /// all leave outside, else at the end of each predecessor leaving outside;
+  /// back at the start of a block entered outside whose predecessors all
+  /// leave inside, else at the end of each block leaving inside to it.
   void addRegionCandidates(
       const LiveInterval &LI,
       const SmallDenseMap<MachineBasicBlock *, unsigned, 8> &Uses,
@@ -681,73 +811,198 @@ private:
                  return Succ->isEHPad() && LIS.isLiveInToMBB(LI, Succ);
                }));
     };
-    SmallVector<SmallPtrSet<MachineBasicBlock *, 16>, 4> Seen;
+    auto Freq = [&](MachineBasicBlock *MBB) {
+      return MBFI.getBlockFreqRelativeToEntryBlock(MBB);
+    };
+    // Each region offered so far: (block number, 3 whole, 1 head, 2 tail).
+    SmallVector<SmallVector<unsigned, 16>, 4> Seen;
     for (const Candidate &Reg : Candidates) {
-      SmallPtrSet<MachineBasicBlock *, 16> Region;
-      bool HasUse = false;
-      for (MachineBasicBlock *MBB : Live)
-        if (Allowed(MBB) && freeInBlock(LI, *MBB, Reg.Phys)) {
-          Region.insert(MBB);
-          HasUse |= Uses.contains(MBB);
+      const SmallVector<const LiveInterval *, 8> Holders =
+          holdersOf(LI, Reg.Phys);
+      SmallPtrSet<MachineBasicBlock *, 16> Whole;
+      SmallDenseMap<MachineBasicBlock *, PartialBlock, 4> Partial;
+      SmallVector<unsigned, 16> Key;
+      bool UseInside = false, UseOutside = false;
+      for (MachineBasicBlock *MBB : Live) {
+        const auto UseIt = Uses.find(MBB);
+        const unsigned BlockUses = UseIt == Uses.end() ? 0 : UseIt->second;
+        std::optional<std::pair<SlotIndex, SlotIndex>> Intf;
+        if (Allowed(MBB))
+          Intf = interferenceInBlock(LI, *MBB, Reg.Phys, Holders);
+        else
+          Intf = std::make_pair(LIS.getMBBStartIdx(MBB), LIS.getMBBEndIdx(MBB));
+        if (!Intf) {
+          Whole.insert(MBB);
+          UseInside |= BlockUses > 0;
+          Key.push_back(MBB->getNumber() * 4 + 3);
+          continue;
         }
-      if (!HasUse ||
-          all_of(Uses,
-                 [&](const auto &U) { return Region.contains(U.first); }) ||
-          any_of(Seen, [&](const SmallPtrSet<MachineBasicBlock *, 16> &S) {
-            return S.size() == Region.size() &&
-                   all_of(Region,
-                          [&](MachineBasicBlock *B) { return S.contains(B); });
-          }))
+        std::optional<PartialBlock> P;
+        if (Allowed(MBB))
+          P = partialBlock(LI, *MBB, *Intf);
+        if (!P) {
+          UseOutside |= BlockUses > 0;
+          continue;
+        }
+        UseInside = true;
+        UseOutside |= P->Inside.size() < BlockUses;
+        Key.push_back(MBB->getNumber() * 4 + (P->Head ? 1 : 0) +
+                      (P->Tail ? 2 : 0));
+        Partial.try_emplace(MBB, std::move(*P));
+      }
+      if (!UseInside || !UseOutside || is_contained(Seen, Key))
         continue;
-      Seen.push_back(Region);
+      Seen.push_back(std::move(Key));
+      // Where the new register holds the value as a block is entered and
+      // left.
+      auto EntersInside = [&](MachineBasicBlock *MBB) {
+        if (Whole.contains(MBB))
+          return true;
+        auto It = Partial.find(MBB);
+        return It != Partial.end() && It->second.Head;
+      };
+      auto LeavesInside = [&](MachineBasicBlock *MBB) {
+        if (Whole.contains(MBB))
+          return true;
+        auto It = Partial.find(MBB);
+        return It != Partial.end() && It->second.Tail;
+      };
+      auto InsideInstr = [&](const MachineInstr &MI) {
+        if (Whole.contains(MI.getParent()))
+          return true;
+        auto It = Partial.find(MI.getParent());
+        return It != Partial.end() && is_contained(It->second.Inside, &MI);
+      };
       SplitCandidate C;
       C.Phys = Reg.Phys;
-      double UseFreq = 0, InFreq = 0, OutFreq = 0;
+      double UseFreq = 0, InFreq = 0;
       unsigned Instructions = 0, Calls = 0;
-      SmallPtrSet<MachineBasicBlock *, 8> InAtEnd, OutAtStart, OutAtEnd;
-      auto Freq = [&](MachineBasicBlock *MBB) {
-        return MBFI.getBlockFreqRelativeToEntryBlock(MBB);
+      // Copies back are planned per value: one leaving the new register
+      // where that value may have been defined inside.
+      struct Planned {
+        SplitCopy Copy;
+        double Freq;
+        const VNInfo *Value; // copied back; null for a copy into Inner
       };
-      auto Inside = [&](MachineBasicBlock *MBB) {
-        return Region.contains(MBB);
+      SmallVector<Planned, 16> Plan;
+      auto CopyBack = [&](SplitCopy Copy, double F, const VNInfo *V) {
+        if (V)
+          Plan.push_back({Copy, F, V});
       };
+      // The copies around the interference first: a border copy before the
+      // same terminators must come after them.
       for (MachineBasicBlock *MBB : Live) {
-        if (!Inside(MBB))
+        auto It = Partial.find(MBB);
+        if (It == Partial.end())
           continue;
-        C.Blocks.push_back(MBB);
-        if (auto It = Uses.find(MBB); It != Uses.end())
-          UseFreq += It->second * Freq(MBB);
-        Instructions += MBB->size();
-        for (const MachineInstr &MI : *MBB)
-          Calls += MI.isCall();
-        if (LIS.isLiveInToMBB(LI, MBB) &&
-            !all_of(MBB->predecessors(), Inside)) {
-          if (none_of(MBB->predecessors(), Inside)) {
-            C.Copies.push_back({MBB, /*AtEnd=*/false, /*IntoInner=*/true});
-            InFreq += Freq(MBB);
+        const PartialBlock &P = It->second;
+        ++C.PartialBlocks;
+        C.InsideInstrs.append(P.Inside.begin(), P.Inside.end());
+        UseFreq += P.Inside.size() * Freq(MBB);
+        Instructions += P.Instructions;
+        Calls += P.Calls;
+        if (P.Head) {
+          const bool AtEnd = P.LeaveBefore->isTerminator();
+          CopyBack({MBB, AtEnd, /*IntoInner=*/false,
+                    AtEnd ? nullptr : P.LeaveBefore},
+                   Freq(MBB),
+                   LI.getVNInfoAt(LIS.getInstructionIndex(*P.LeaveBefore)));
+        }
+        if (P.Tail && LI.liveAt(LIS.getInstructionIndex(*P.EnterBefore)))
+          Plan.push_back(
+              {{MBB, /*AtEnd=*/false, /*IntoInner=*/true, P.EnterBefore},
+               Freq(MBB),
+               nullptr});
+      }
+      SmallPtrSet<MachineBasicBlock *, 8> InAtEnd, OutAtStart, OutAtEnd;
+      for (MachineBasicBlock *MBB : Live) {
+        if (Whole.contains(MBB)) {
+          C.Blocks.push_back(MBB);
+          if (auto It = Uses.find(MBB); It != Uses.end())
+            UseFreq += It->second * Freq(MBB);
+          Instructions += MBB->size();
+          for (const MachineInstr &MI : *MBB)
+            Calls += MI.isCall();
+        }
+        if (EntersInside(MBB) && LIS.isLiveInToMBB(LI, MBB) &&
+            !all_of(MBB->predecessors(), LeavesInside)) {
+          if (none_of(MBB->predecessors(), LeavesInside)) {
+            Plan.push_back({{MBB, /*AtEnd=*/false, /*IntoInner=*/true},
+                            Freq(MBB),
+                            nullptr});
           } else {
             for (MachineBasicBlock *Pred : MBB->predecessors())
-              if (!Inside(Pred) && InAtEnd.insert(Pred).second) {
-                C.Copies.push_back({Pred, /*AtEnd=*/true, /*IntoInner=*/true});
-                InFreq += Freq(Pred);
-              }
+              if (!LeavesInside(Pred) && InAtEnd.insert(Pred).second)
+                Plan.push_back({{Pred, /*AtEnd=*/true, /*IntoInner=*/true},
+                                Freq(Pred),
+                                nullptr});
           }
         }
-        if (!LIS.isLiveOutOfMBB(LI, MBB))
+        if (!LeavesInside(MBB) || !LIS.isLiveOutOfMBB(LI, MBB))
           continue;
         for (MachineBasicBlock *Succ : MBB->successors()) {
-          if (Inside(Succ) || !LIS.isLiveInToMBB(LI, Succ))
+          if (EntersInside(Succ) || !LIS.isLiveInToMBB(LI, Succ))
             continue;
-          if (all_of(Succ->predecessors(), Inside)) {
-            if (OutAtStart.insert(Succ).second) {
-              C.Copies.push_back({Succ, /*AtEnd=*/false, /*IntoInner=*/false});
-              OutFreq += Freq(Succ);
-            }
+          if (all_of(Succ->predecessors(), LeavesInside)) {
+            if (OutAtStart.insert(Succ).second)
+              CopyBack({Succ, /*AtEnd=*/false, /*IntoInner=*/false}, Freq(Succ),
+                       LI.getVNInfoAt(LIS.getMBBStartIdx(Succ)));
           } else if (OutAtEnd.insert(MBB).second) {
-            C.Copies.push_back({MBB, /*AtEnd=*/true, /*IntoInner=*/false});
-            OutFreq += Freq(MBB);
+            CopyBack({MBB, /*AtEnd=*/true, /*IntoInner=*/false}, Freq(MBB),
+                     LI.getVNInfoBefore(LIS.getMBBEndIdx(MBB)));
           }
         }
+      }
+      // A value defined outside is still in the live range where it leaves
+      // the new register: no copy back. One defined inside by an instruction
+      // is copied back once, after that instruction, where that is cheaper
+      // than at every exit (a value defined once in the entry block and
+      // used in a loop: one store, not one per exit, as LLVM's spiller
+      // hoists them).
+      MapVector<const VNInfo *, double> ExitFreq; // in a fixed order
+      for (const Planned &P : Plan)
+        if (P.Value)
+          ExitFreq[P.Value] += P.Freq;
+      DenseSet<const VNInfo *> AfterDef;
+      double OutFreq = 0;
+      for (const auto &[V, F] : ExitFreq) {
+        if (V->isPHIDef()) {
+          OutFreq += F;
+          continue;
+        }
+        MachineInstr *Def = LIS.getInstructionFromIndex(V->def);
+        if (!Def) { // no instruction to tell: copy back at every exit
+          OutFreq += F;
+          continue;
+        }
+        if (!InsideInstr(*Def))
+          continue;
+        const double DefFreq = Freq(Def->getParent());
+        if (DefFreq < F) {
+          AfterDef.insert(V);
+          auto Next = std::next(Def->getIterator());
+          const bool AtEnd =
+              Next == Def->getParent()->end() || Next->isTerminator();
+          C.Copies.push_back({Def->getParent(), AtEnd, /*IntoInner=*/false,
+                              AtEnd ? nullptr : &*Next});
+          OutFreq += DefFreq;
+        } else {
+          OutFreq += F;
+        }
+      }
+      for (const Planned &P : Plan) {
+        if (P.Value) {
+          if (P.Value->isPHIDef()) {
+            C.Copies.push_back(P.Copy);
+            continue;
+          }
+          MachineInstr *Def = LIS.getInstructionFromIndex(P.Value->def);
+          if (Def && (!InsideInstr(*Def) || AfterDef.contains(P.Value)))
+            continue;
+        } else {
+          InFreq += P.Freq;
+        }
+        C.Copies.push_back(P.Copy);
       }
       // In the units of a block row whose frequency is 1: the gain
       // `uses - live_in - live_out` is the frequency-weighted reloads and
@@ -794,7 +1049,8 @@ private:
       OS << "split agent: node " << Current << " (" << printReg(Reg, &TRI)
          << ") split around ";
       if (C.Phys)
-        OS << "a region of " << C.Blocks.size() << " blocks for "
+        OS << "a region of " << C.Blocks.size() << " blocks and "
+           << C.PartialBlocks << " partial blocks for "
            << printReg(C.Phys, &TRI);
       else
         OS << printMBBReference(*C.Blocks.front());
@@ -809,13 +1065,13 @@ private:
   }
 
   /// Splits \p Reg as \p C says: a new register holds its value inside
-  /// C's blocks (its uses and defs there are rewritten), with C's copies at
-  /// the borders. The live intervals of both are computed anew from the
-  /// code, and each part that is not connected to the rest becomes a
-  /// register of its own, as the machine verifier requires. A region's parts
-  /// take its register where it is still free; every other part joins the
-  /// graph queued, and so does \p Reg again. All parts name the live range's
-  /// original (familyOriginal) as theirs. Returns the new registers.
+  /// C's blocks and instructions (its uses and defs there are rewritten),
+  /// with C's copies at the borders. The live intervals of both are computed
+  /// anew from the code, and each part that is not connected to the rest
+  /// becomes a register of its own, as the machine verifier requires. A
+  /// region's parts take its register where it is still free; every other part
+  /// joins the graph queued, and so does \p Reg again. All parts name the live
+  /// range's original (familyOriginal) as theirs. Returns the new registers.
   SmallVector<Register, 4> splitAround(Register Reg, const SplitCandidate &C) {
     const unsigned Generation =
         Nodes[NodeOf.lookup(Reg)].RegionSplits + (C.Phys ? 1 : 0);
@@ -832,29 +1088,52 @@ private:
       InnerParts.insert(Inner);
       SmallPtrSet<const MachineBasicBlock *, 16> Inside(C.Blocks.begin(),
                                                         C.Blocks.end());
+      SmallPtrSet<const MachineInstr *, 8> InsideInstrs(C.InsideInstrs.begin(),
+                                                        C.InsideInstrs.end());
       for (MachineOperand &MO : make_early_inc_range(MRI.reg_operands(Reg)))
-        if (Inside.contains(MO.getParent()->getParent()))
+        if (Inside.contains(MO.getParent()->getParent()) ||
+            InsideInstrs.contains(MO.getParent()))
           MO.setReg(Inner);
+      SmallVector<MachineInstr *, 8> Copies;
       for (const SplitCopy &At : C.Copies) {
         MachineBasicBlock &MBB = *At.Block;
         MachineInstr *MI =
             BuildMI(MBB,
-                    At.AtEnd ? MBB.getFirstTerminator()
-                             : MBB.SkipPHIsLabelsAndDebug(MBB.begin()),
+                    At.Before  ? At.Before->getIterator()
+                    : At.AtEnd ? MBB.getFirstTerminator()
+                               : MBB.SkipPHIsLabelsAndDebug(MBB.begin()),
                     DebugLoc(), TII.get(TargetOpcode::COPY),
                     At.IntoInner ? Inner : Reg)
                 .addReg(At.IntoInner ? Reg : Inner);
         LIS.InsertMachineInstrInMaps(*MI);
         SplitCopies.insert(MI);
+        Copies.push_back(MI);
       }
-      // Computed anew below (Inner has none yet unless the edit made one).
-      for (Register R : {Reg, Inner})
-        if (LIS.hasInterval(R))
-          LIS.removeInterval(R);
+      // Computed anew from the code (Inner has none yet unless the edit made
+      // one), which marks dead defs. A copy whose value is never read (into
+      // the new register at the entry of blocks it only lives through, when
+      // the live range keeps the value there) is removed, and the intervals
+      // are computed again, until no copy is dead.
+      for (bool Erased = true; Erased;) {
+        for (Register R : {Reg, Inner}) {
+          if (LIS.hasInterval(R))
+            LIS.removeInterval(R);
+          LIS.createAndComputeVirtRegInterval(R);
+        }
+        Erased = false;
+        for (MachineInstr *&MI : Copies) {
+          if (!MI || !MI->getOperand(0).isDead())
+            continue;
+          LIS.RemoveMachineInstrFromMaps(*MI);
+          SplitCopies.erase(MI);
+          MI->eraseFromParent();
+          MI = nullptr;
+          Erased = true;
+        }
+      }
       for (Register R : {Reg, Inner}) {
         SmallVector<LiveInterval *, 4> Components;
-        LIS.splitSeparateComponents(LIS.createAndComputeVirtRegInterval(R),
-                                    Components);
+        LIS.splitSeparateComponents(LIS.getInterval(R), Components);
         if (R == Inner)
           for (const LiveInterval *Part : Components)
             InnerParts.insert(Part->reg());

@@ -21,10 +21,11 @@
 ///     in some of its blocks: it picks a block to split the live range around
 ///     (a new live range holds the value inside the block, copies at its
 ///     borders; both go back to the queue), or a region (the blocks where
-///     one register is free: the new live range inside takes that register,
-///     the rest goes back to the queue), or spilling after all. With the
-///     split agent, a live range evicted for the first time goes back to the
-///     queue rather than being spilled, as LLVM's greedy allocator does.
+///     one register is free, and the ends of those where it is taken for
+///     part of the live range: the new live range inside takes that
+///     register, the rest goes back to the queue), or spilling after all. With
+///     the split agent, a live range evicted for the first time goes back to
+///     the queue rather than being spilled, as LLVM's greedy allocator does.
 ///
 /// The agent that acts next depends on the previous outcome. Splitting is
 /// the allocator's own (LLVM's SplitKit is not in the installed headers).
@@ -120,7 +121,8 @@ enum BlockFeature : unsigned {
 // A region's row is in the units of a block of frequency 1 (BlockFrequency
 // is log2(2) = 1): BlockUses, BlockLiveIn and BlockLiveOut are the region's
 // uses and its copies in and out, each weighted by its block's frequency
-// relative to the entry block; BlockInstructions and BlockCalls are sums.
+// relative to the entry block; BlockInstructions and BlockCalls are sums (over
+// its blocks, and its partial blocks' heads and tails).
 
 /// `node_features`' weight of an unspillable live range (its LLVM weight is
 /// infinite, which JSON cannot carry).
