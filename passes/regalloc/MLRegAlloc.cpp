@@ -745,7 +745,8 @@ private:
     // The tail: after Last, up to the terminators (no tail after a
     // terminator).
     if (!Last->isTerminator()) {
-      auto After = std::next(Last->getIterator());
+      MachineBasicBlock::iterator After = skipDebugInstructionsForward(
+          std::next(MachineBasicBlock::iterator(Last)), MBB.end());
       P.EnterBefore =
           After == MBB.end() || After->isTerminator() ? nullptr : &*After;
       for (auto It = After; It != MBB.end(); ++It) {
