@@ -31,9 +31,9 @@ BUILTIN_MODELS: tuple[BuiltinModel, ...] = (
         "-mlbridge-regalloc-split (a graph network, one round of message passing, answering "
         "the priority, coloring and split agents; behaviour-cloned from the split policy "
         "with 'mlbridge train regalloc --split --rounds 1' on the corpus's training "
-        "projects): on the held-out projects 82.3% (lua) and 38.5% (cmark-gfm) lower spill "
-        "and reload cost than LLVM's basic allocator and 1.1% and 0.2% less .text; 4.8% "
-        "below greedy's spill cost on cmark-gfm, 32.9% above it on lua (docs/ml-regalloc.md)",
+        "projects): on the held-out projects 82.8% (lua) and 41.0% (cmark-gfm) lower spill "
+        "and reload cost than LLVM's basic allocator and 1.0% and 0.5% less .text; 8.7% "
+        "below greedy's spill cost on cmark-gfm, 28.9% above it on lua (docs/ml-regalloc.md)",
         to_onnx=_to_onnx,
         native=False,
         # The network and its export: the ONNX form is made anew when they change.

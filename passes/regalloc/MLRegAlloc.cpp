@@ -101,6 +101,8 @@ struct SplitCandidate {
   /// blocks (their heads and tails), and how many such blocks there are.
   SmallVector<MachineInstr *, 4> InsideInstrs;
   unsigned PartialBlocks = 0;
+  /// Whether a region takes all the uses and defs of the live range.
+  bool AllUses = false;
   SmallVector<SplitCopy, 4> Copies;
   /// A region's register (none for a block split).
   MCRegister Phys;
@@ -783,8 +785,13 @@ private:
   /// free, without the blocks a block split refuses, and the heads and tails
   /// of the blocks where the register is taken for part of it
   /// (partialBlock). Offered, once per distinct region, when the region has
-  /// some of its uses or defs and not all of them: each part then has fewer
-  /// than the live range, so that splits end. Copies go around the
+  /// some of its uses or defs and leaves out some of the live range: the
+  /// new register lives in less than the live range and the live range keeps
+  /// fewer uses, so that splits end. A region may take all the uses and defs:
+  /// the rest of the live range then only carries the value, from copy to
+  /// copy, across what holds the register (a long, light live range evicted
+  /// by a short, heavy one keeps its register everywhere else, as LLVM's
+  /// greedy allocator splits it around the interference). Copies go around the
   /// interference in partial blocks and on the region's border: into the
   /// new register at the start of a block entered inside whose predecessors
   /// all leave outside, else at the end of each predecessor leaving outside;
@@ -851,7 +858,8 @@ private:
                       (P->Tail ? 2 : 0));
         Partial.try_emplace(MBB, std::move(*P));
       }
-      if (!UseInside || !UseOutside || is_contained(Seen, Key))
+      const bool Everywhere = Whole.size() == Live.size();
+      if (!UseInside || Everywhere || is_contained(Seen, Key))
         continue;
       Seen.push_back(std::move(Key));
       // Where the new register holds the value as a block is entered and
@@ -876,6 +884,7 @@ private:
       };
       SplitCandidate C;
       C.Phys = Reg.Phys;
+      C.AllUses = !UseOutside;
       double UseFreq = 0, InFreq = 0;
       unsigned Instructions = 0, Calls = 0;
       // Copies back are planned per value: one leaving the new register
@@ -1052,7 +1061,8 @@ private:
       if (C.Phys)
         OS << "a region of " << C.Blocks.size() << " blocks and "
            << C.PartialBlocks << " partial blocks for "
-           << printReg(C.Phys, &TRI);
+           << printReg(C.Phys, &TRI)
+           << (C.AllUses ? ", with all its uses and defs," : "");
       else
         OS << printMBBReference(*C.Blocks.front());
       OS << " into";
