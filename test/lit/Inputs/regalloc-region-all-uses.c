@@ -1,9 +1,10 @@
 #include <stdio.h>
 /* k is read only in the second loop, but lives from the entry across the first, whose
-   call and the nine values living across it take every callee-saved register there:
-   no register is free for k's whole live range. The register free wherever k is read
-   (a caller-saved one, free everywhere but across the call) gives a region with all of
-   k's uses; outside it k is only carried, from copy to copy, across the first loop. */
+   call clobbers the caller-saved registers and whose values living across the call (a,
+   i, c0 to c5) take the callee-saved ones: no register is free for k's whole live range.
+   A register free wherever k is read (a caller-saved one, free everywhere but across the
+   call) gives a region with all of k's uses; outside it k is only carried, from copy to
+   copy, across the first loop. */
 __attribute__((noinline)) long step(long x) { return x * 5 + 3; }
 __attribute__((noinline)) static long twoloops(const long *a, int n, long k) {
   long c0 = a[0], c1 = a[1], c2 = a[2], c3 = a[3], c4 = a[4], c5 = a[5];
