@@ -17,6 +17,8 @@ ALGORITHMS = ("reinforce", "rllib-ppo")
 _REINFORCE_ONLY = (
     "bc_modules",
     "bc_epochs",
+    "dagger_rounds",
+    "dagger_epochs",
     "samples_per_function",
     "modules_per_iteration",
     "episodes_per_module",
@@ -125,6 +127,14 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
         "training modules on which the basic policy's decisions are recorded for cloning",
     )
     reinforce("--bc-epochs", d.bc_epochs, "epochs of behaviour cloning")
+    reinforce(
+        "--dagger-rounds",
+        d.dagger_rounds,
+        "rounds of DAgger after the cloning: the cloned policy allocates --bc-modules "
+        "modules itself, the teacher labels its decisions and it trains on all of them "
+        "(learns the teacher's answers where its own mistakes lead)",
+    )
+    reinforce("--dagger-epochs", d.dagger_epochs, "epochs of training after each DAgger round")
     reinforce(
         "--samples-per-function",
         d.samples_per_function,
@@ -318,7 +328,14 @@ def run_train(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     ppo = args.algorithm == "rllib-ppo"
     _check_algorithm_options(args)
-    names = ["iterations", "bc_epochs", "bc_modules", "validation_modules"]
+    names = [
+        "iterations",
+        "bc_epochs",
+        "bc_modules",
+        "dagger_rounds",
+        "dagger_epochs",
+        "validation_modules",
+    ]
     for flag in names[:1] if ppo else names:
         if getattr(args, flag) < 0:
             raise CLIError(f"--{flag.replace('_', '-')} must be >= 0")
@@ -437,6 +454,8 @@ def run_train(args: argparse.Namespace) -> int:
                     sample_functions=args.sample_functions or None,
                     bc_modules=args.bc_modules,
                     bc_epochs=args.bc_epochs,
+                    dagger_rounds=args.dagger_rounds,
+                    dagger_epochs=args.dagger_epochs,
                     samples_per_function=args.samples_per_function,
                     iterations=args.iterations,
                     modules_per_iteration=args.modules_per_iteration,

@@ -14,6 +14,11 @@ instructions weighted by block frequency (``SpillReloadCost``, docs/ml-regalloc.
    :func:`~mlbridge.regalloc.policy.basic_policy` answers over the pipe and its decisions
    are recorded (at most ``samples_per_function`` per function, drawn uniformly); the
    policy is trained by cross-entropy over the legal actions to make the same decisions.
+   With ``dagger_rounds`` (DAgger, Ross et al. 2011), each round lets the cloned policy
+   allocate ``bc_modules`` modules itself while the teacher labels the decisions it is
+   asked there, and trains ``dagger_epochs`` more epochs on every decision so far: the
+   clone learns the teacher's answer in the states its own mistakes lead to, where errors
+   would otherwise compound.
 3. **REINFORCE.** Each iteration draws ``modules_per_iteration`` modules among those where
    the basic policy spills (elsewhere no policy can do better) and samples
    actions from the masked softmax (divided by ``temperature``). A function's return is
@@ -161,6 +166,11 @@ class RegallocTrainConfig:
             the others (``None``: the policy allocates every function).
         bc_modules: Training modules on which the basic policy's decisions are recorded.
         bc_epochs: Epochs of behaviour cloning.
+        dagger_rounds: Rounds of DAgger after the cloning (0: none): the cloned policy's
+            own deterministic decisions allocate ``bc_modules`` modules, the teacher labels
+            the recorded ones, and the policy trains ``dagger_epochs`` epochs on all
+            decisions recorded so far.
+        dagger_epochs: Epochs of training after each DAgger round.
         bc_learning_rate: Adam's step size while cloning.
         batch_size: Samples per gradient step of cloning and REINFORCE.
         samples_per_function: Decisions kept per function and rollout (drawn uniformly).
@@ -190,6 +200,8 @@ class RegallocTrainConfig:
     sample_functions: int | None = 16
     bc_modules: int = 96
     bc_epochs: int = 8
+    dagger_rounds: int = 0
+    dagger_epochs: int = 4
     bc_learning_rate: float = 0.003
     batch_size: int = 64
     samples_per_function: int = 64
@@ -465,6 +477,7 @@ def rollout(
     model_functions: Collection[str] | None = None,
     split: bool = False,
     timeout: float = 300.0,
+    label: Callable[[Obs], int] | None = None,
 ) -> Rollout:
     """Allocates ``module`` with ``choose`` answering the decisions over the pipe.
 
@@ -483,6 +496,9 @@ def rollout(
         split: llc with ``-mlbridge-regalloc-split`` (the split agent acts); past
             ``max_decisions`` the split policy answers instead of the basic one.
         timeout: Bound of every wait.
+        label: Records, for each recorded decision, this policy's action in the same
+            state instead of ``choose``'s (DAgger: the teacher labels the learner's
+            states); ``None``: ``choose``'s actions.
 
     Raises:
         MLBridgeError: If the session fails.
@@ -515,12 +531,13 @@ def rollout(
         if slot < r.capacity:
             sample = compact_observation(obs, last_edges.get(name))
             last_edges[name] = sample
+            recorded = action if label is None else int(label(obs))
             if slot == len(r.actions):
                 r.observations.append(sample)
-                r.actions.append(action)
+                r.actions.append(recorded)
             else:
                 r.observations[slot] = sample
-                r.actions[slot] = action
+                r.actions[slot] = recorded
         return np.array([action], dtype=np.int64)
 
     if model_functions is not None and not model_functions:
@@ -709,10 +726,12 @@ class RolloutAgent:
     """Who answers the decisions of one map's rollouts.
 
     Attributes:
-        kind: ``"basic"`` (the teacher, for cloning: :func:`teacher_policy`) or
+        kind: ``"basic"`` (the teacher, for cloning: :func:`teacher_policy`),
             ``"sample"`` (actions drawn from the policy's masked softmax, divided by the
-            temperature, with the rollout's own sampling seed).
-        weights: The policy of ``sample``.
+            temperature, with the rollout's own sampling seed) or ``"learner"`` (the
+            policy's deterministic actions, the recorded decisions labelled with the
+            teacher's: DAgger).
+        weights: The policy of ``sample`` and ``learner``.
     """
 
     kind: str
@@ -765,8 +784,13 @@ def _allocation_rollout(
     # Compilations run in other processes; more torch threads would only compete with them.
     torch.set_num_threads(1)
     choose: Callable[[Obs], int]
+    label: Callable[[Obs], int] | None = None
     if agent.kind == "basic":
         choose = _teacher(settings.split)
+    elif agent.kind == "learner":
+        assert agent.weights is not None
+        choose = agent.weights.build().act
+        label = _teacher(settings.split)
     else:
         assert agent.weights is not None and task.sampling_seed is not None
         choose = _sampler(agent.weights.build(), task.sampling_seed, settings.temperature)
@@ -783,6 +807,7 @@ def _allocation_rollout(
             model_functions=task.model_functions,
             split=settings.split,
             timeout=settings.timeout,
+            label=label,
         )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -1039,12 +1064,26 @@ def baseline_name(split: bool) -> str:
     return "split policy" if split else "basic policy"
 
 
+def _recorded(runs: Sequence[Rollout]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The recorded observations of ``runs`` and their actions, in order."""
+    samples: list[dict[str, Any]] = []
+    actions: list[int] = []
+    for r in runs:
+        for name in r.observations:
+            samples.extend(r.observations[name])
+            actions.extend(r.actions[name])
+    return samples, actions
+
+
 def _clone(training: _Training, policy: Any) -> dict[str, Any]:
     """Records the teacher's decisions (rollouts on the pool) and trains ``policy``.
 
-    The teacher is :func:`teacher_policy`: the basic policy, or the split policy.
+    The teacher is :func:`teacher_policy`: the basic policy, or the split policy. Then
+    ``dagger_rounds`` rounds of DAgger: the policy allocates, the teacher labels.
     """
     import torch
+
+    from mlbridge.regalloc.gnn import collate
 
     config, rng, log = training.config, training.rng, training.log
     teacher = baseline_name(config.split)
@@ -1052,11 +1091,7 @@ def _clone(training: _Training, policy: Any) -> dict[str, Any]:
     chosen = training.draw(config.bc_modules)
     tasks = [training.task(m, int(rng.integers(2**63)), None) for m in chosen]
     runs = training.rollouts_of(RolloutAgent("basic"), tasks, "collection")
-    samples, actions = [], []
-    for r in runs:
-        for name in r.observations:
-            samples.extend(r.observations[name])
-            actions.extend(r.actions[name])
+    samples, actions = _recorded(runs)
     capped = sum(r.capped is not None for r in runs)
     if not samples:
         raise RegallocTrainError(
@@ -1069,7 +1104,6 @@ def _clone(training: _Training, policy: Any) -> dict[str, Any]:
     n_valid = max(1, len(samples) // 10)
     valid, train = order[:n_valid], order[n_valid:] if len(samples) > 1 else order
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.bc_learning_rate)
-    from mlbridge.regalloc.gnn import collate
 
     def agreement_on(indices: np.ndarray) -> float:
         agree = 0
@@ -1080,32 +1114,71 @@ def _clone(training: _Training, policy: Any) -> dict[str, Any]:
             agree += int((got == np.array([actions[i] for i in part])).sum())
         return agree / max(1, len(indices))
 
-    epochs = []
-    for epoch in range(config.bc_epochs):
-        policy.train()
-        rng.shuffle(train)
-        losses = []
-        for k in range(0, len(train), config.batch_size):
-            part = train[k : k + config.batch_size]
-            batch = collate([samples[i] for i in part], [actions[i] for i in part])
-            logp, _ = policy.batch_log_probs(batch)
-            loss = -logp.mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(float(loss.detach()))
-        policy.eval()
-        record = {
-            "epoch": epoch + 1,
-            "loss": float(np.mean(losses)) if losses else 0.0,
-            "agreement_validation": agreement_on(valid),
-        }
-        epochs.append(record)
+    def fit(epochs: int, stage: str) -> list[dict[str, Any]]:
+        records = []
+        for epoch in range(epochs):
+            policy.train()
+            rng.shuffle(train)
+            losses = []
+            for k in range(0, len(train), config.batch_size):
+                part = train[k : k + config.batch_size]
+                batch = collate([samples[i] for i in part], [actions[i] for i in part])
+                logp, _ = policy.batch_log_probs(batch)
+                loss = -logp.mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                losses.append(float(loss.detach()))
+            policy.eval()
+            record = {
+                "epoch": epoch + 1,
+                "loss": float(np.mean(losses)) if losses else 0.0,
+                "agreement_validation": agreement_on(valid),
+            }
+            records.append(record)
+            _log(
+                f"{stage} epoch {epoch + 1}/{epochs}: loss {record['loss']:.3f}, deterministic "
+                f"policy = {teacher} on {record['agreement_validation'] * 100:.1f}% of "
+                f"{len(valid)} held-aside decisions",
+                log,
+            )
+        return records
+
+    epochs = fit(config.bc_epochs, "cloning")
+    dagger = []
+    for k in range(config.dagger_rounds):
+        t1 = time.perf_counter()
+        stage = f"DAgger round {k + 1}/{config.dagger_rounds}"
+        drawn = training.draw(config.bc_modules)
+        tasks = [training.task(m, int(rng.integers(2**63)), None) for m in drawn]
+        learner = RolloutAgent("learner", PolicyWeights.of(policy))
+        new_samples, new_actions = _recorded(training.rollouts_of(learner, tasks, stage))
+        first = len(samples)
+        samples.extend(new_samples)
+        actions.extend(new_actions)
+        training.see(new_samples)
+        new = rng.permutation(np.arange(first, len(samples)))
+        # The policy made these decisions itself: its agreement with the teacher's labels
+        # is its agreement in the states it reaches, where the cloning's is the teacher's.
+        on_policy = agreement_on(new)
+        n_new_valid = len(new) // 10
+        valid = np.concatenate([valid, new[:n_new_valid]])
+        train = np.concatenate([train, new[n_new_valid:]])
         _log(
-            f"cloning epoch {epoch + 1}/{config.bc_epochs}: loss {record['loss']:.3f}, "
-            f"deterministic policy = {teacher} on {record['agreement_validation'] * 100:.1f}% "
-            f"of {len(valid)} held-aside decisions",
+            f"{stage}: the policy allocated {len(drawn)} modules; in the states it reached "
+            f"it agrees with the {teacher} on {on_policy * 100:.1f}% of {len(new)} "
+            f"decisions; training on all {len(samples)}",
             log,
+        )
+        dagger.append(
+            {
+                "round": k + 1,
+                "modules": len(drawn),
+                "decisions": len(new),
+                "agreement_before": on_policy,
+                "epochs": fit(config.dagger_epochs, stage),
+                "seconds": time.perf_counter() - t1,
+            }
         )
     agents = np.array([int(s["agent"][0]) for s in samples])
     by_agent = {}
@@ -1119,12 +1192,14 @@ def _clone(training: _Training, policy: Any) -> dict[str, Any]:
         "decisions": len(samples),
         "collection_seconds": collected,
         "epochs": epochs,
+        "dagger": dagger,
         "agreement_all": agreement_on(np.arange(len(samples))),
         "agreement_by_agent": by_agent,
         "seconds": time.perf_counter() - t0,
     }
+    rounds = f" and {len(dagger)} rounds of DAgger" if dagger else ""
     _log(
-        f"behaviour cloning of the {teacher} on {len(samples)} decisions of "
+        f"behaviour cloning of the {teacher}{rounds} on {len(samples)} decisions of "
         f"{len(chosen)} modules: the deterministic policy agrees on "
         f"{result['agreement_all'] * 100:.1f}% ("
         + ", ".join(f"{k} {v['agreement'] * 100:.1f}%" for k, v in by_agent.items())

@@ -4,8 +4,9 @@ Real llc-22 with the plugin on real corpus modules: a rollout lets the policy al
 only the sampled functions (llc's built-in basic policy allocates the others, which the
 cost pass shows to cost what they cost without any model), the sample is reproducible from
 the rollout's seed, the corpus's largest module (left out by the old 3000-instruction
-bound) is selected and rolled out, and a rollout over the decision cap ends without an
-error from llc.
+bound) is selected and rolled out, a rollout over the decision cap ends without an
+error from llc, and a labelled rollout (DAgger's) allocates with its policy while it records
+the labeller's answers.
 """
 
 from __future__ import annotations
@@ -95,6 +96,31 @@ def test_only_the_sampled_functions_are_the_policys_the_rest_cost_as_the_builtin
     again = rollout(module, _random_legal(5), plugin, tmp_path, keep_per_function=4,
                     rng=np.random.default_rng(0), model_functions=sample)  # fmt: skip
     assert again.costs == r.costs and again.decisions == r.decisions
+
+
+def _legal_end(last: bool):  # noqa: ANN202 - a policy
+    def choose(obs) -> int:  # noqa: ANN001 - an observation
+        legal = np.flatnonzero(np.asarray(obs[MASK]).reshape(-1))
+        return int(legal[-1] if last else legal[0])
+
+    return choose
+
+
+def test_a_labelled_rollout_allocates_with_its_policy_and_records_the_labels(
+    several_functions, plugin: Path, tmp_path: Path
+):  # noqa: ANN001
+    """DAgger's rollouts: the learner allocates, the teacher's answers are recorded."""
+    module, _ = several_functions
+    plain = rollout(module, _legal_end(False), plugin, tmp_path, keep_per_function=64,
+                    rng=np.random.default_rng(0))  # fmt: skip
+    labelled = rollout(module, _legal_end(False), plugin, tmp_path, keep_per_function=64,
+                       rng=np.random.default_rng(0), label=_legal_end(True))  # fmt: skip
+    assert labelled.costs == plain.costs and labelled.decisions == plain.decisions
+    masks = [o[MASK] for f in labelled.observations for o in labelled.observations[f]]
+    recorded = [a for f in labelled.actions for a in labelled.actions[f]]
+    assert recorded == [int(np.flatnonzero(m)[-1]) for m in masks]
+    first = [int(np.flatnonzero(m)[0]) for m in masks]
+    assert recorded != first  # some decisions had a choice: the labels are not the actions
 
 
 def test_a_rollout_over_the_decision_cap_ends_without_an_error(

@@ -409,14 +409,16 @@ Args:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny `mlbridge train regalloc` run: 2 modules, 1 iteration, 1 held-out module each.
+    """A tiny `mlbridge train regalloc` run: 2 modules, a DAgger round, 1 iteration, 1
+    held-out module each.
 
     In threads (--no-ray): test_ray_training.py runs the trainer on Ray.
     """
     from mlbridge.cli import main
 
     out = tmp_path_factory.mktemp("train-regalloc")
-    options = "--max-modules 2 --bc-modules 2 --bc-epochs 2 --iterations 1 --seed 1 "
+    options = "--max-modules 2 --bc-modules 2 --bc-epochs 2 --dagger-rounds 1 --dagger-epochs 1 "
+    options += "--iterations 1 --seed 1 "
     options += "--modules-per-iteration 2 --validation-modules 2 --heldout-max-modules 1 --no-ray"
     status = main(["train", "regalloc", "-o", str(out), *options.split()])
     assert status == 0
@@ -428,7 +430,12 @@ def test_train_regalloc_writes_policy_model_metrics_and_curve(trained: Path) -> 
     assert metrics["export_agreement"]["fraction"] == 1.0
     assert metrics["export_agreement"]["samples"] > 0
     assert len(metrics["training"]["iterations"]) == 1
-    assert metrics["training"]["cloning"]["decisions"] > 0
+    cloning = metrics["training"]["cloning"]
+    assert cloning["decisions"] > 0
+    # One DAgger round: the cloned policy's own rollouts, labelled, join the teacher's.
+    (dagger,) = cloning["dagger"]
+    assert dagger["decisions"] > 0 and 0.0 <= dagger["agreement_before"] <= 1.0
+    assert cloning["decisions"] > dagger["decisions"]
     summary = metrics["heldout"]["summary"]
     assert set(summary) == {"lua", "cmark-gfm", "all"}
     assert set(summary["all"]) == {"greedy", "LLVM basic", "basic policy", "trained model"}
