@@ -29,11 +29,12 @@ BUILTIN_MODELS: tuple[BuiltinModel, ...] = (
         policy_path=_POLICY,
         description="mlbridge's register-allocation agents for -regalloc=mlbridge with "
         "-mlbridge-regalloc-split (a graph network, one round of message passing, answering "
-        "the priority, coloring and split agents; behaviour-cloned from the split policy "
-        "with 'mlbridge train regalloc --split --rounds 1' on the corpus's training "
-        "projects): on the held-out projects 82.8% (lua) and 41.0% (cmark-gfm) lower spill "
-        "and reload cost than LLVM's basic allocator and 1.0% and 0.5% less .text; 8.7% "
-        "below greedy's spill cost on cmark-gfm, 28.9% above it on lua (docs/ml-regalloc.md)",
+        "the priority, coloring and split agents; behaviour-cloned from the split policy, "
+        "then two rounds of DAgger, with 'mlbridge train regalloc --split --rounds 1 "
+        "--dagger-rounds 2' on the corpus's training projects): on the held-out projects "
+        "85.2% (lua) and 43.3% (cmark-gfm) lower spill and reload cost than LLVM's basic "
+        "allocator and 0.9% and 0.3% less .text; 12.3% below greedy's spill cost on "
+        "cmark-gfm, 11.3% above it on lua (docs/ml-regalloc.md)",
         to_onnx=_to_onnx,
         native=False,
         # The network and its export: the ONNX form is made anew when they change.

@@ -118,14 +118,17 @@ struct Candidate {
   SmallVector<Register, 4> Evicts;
 };
 
-/// How many region splits a live range may come from. Each one's parts have
-/// fewer blocks with uses, so splitting ends anyway; the bound keeps a policy
-/// that splits at random from splitting a large function's live ranges
-/// block by block (a graph of many thousand nodes, every one of them queried
-/// on). The split policy gains nothing from a fourth (held-out spill cost).
+/// How many region splits a live range may come from: what ends splitting
+/// (a region counts the copies of earlier splits as uses, so a part of copies
+/// only can be split again), and what keeps a policy that splits at random
+/// from splitting a large function's live ranges block by block (a graph of
+/// many thousand nodes, every one of them queried on). The split policy gains
+/// nothing from a fourth (held-out spill cost).
 constexpr unsigned MaxRegionSplits = 3;
 /// See AllocationEnvironment::mayGrow.
 constexpr size_t MaxGrowth = 4;
+/// A stretch of slots where a register is taken: [first, second).
+using HeldSegment = std::pair<SlotIndex, SlotIndex>;
 
 float cappedWeight(const LiveInterval &LI) {
   return LI.isSpillable() ? std::min(LI.weight(), UnspillableWeight)
@@ -568,10 +571,18 @@ private:
     if (!SplitAgent || LI.hasSubRanges() ||
         MRI.getRegClass(Reg)->expensiveOrImpossibleToCopy())
       return;
-    SmallDenseMap<MachineBasicBlock *, unsigned, 8> Uses;
-    SmallPtrSet<MachineBasicBlock *, 8> Refused;
+    // A block split counts neither the copies of earlier splits nor blocks
+    // split out once already; a region counts both (RegionUses,
+    // RegionRefused): a part that only carries the value between other parts
+    // (its instructions are all copies) then may take a register where one is
+    // free, and its copies are moves, not reloads and stores.
+    SmallDenseMap<MachineBasicBlock *, unsigned, 8> Uses, RegionUses;
+    SmallPtrSet<MachineBasicBlock *, 8> Refused, RegionRefused;
     for (MachineInstr &MI : MRI.reg_nodbg_instructions(Reg)) {
       MachineBasicBlock *MBB = MI.getParent();
+      ++RegionUses[MBB];
+      if (MI.isTerminator() || MI.isInlineAsm())
+        RegionRefused.insert(MBB);
       if (SplitCopies.contains(&MI)) {
         Refused.insert(MBB); // split out once already (if it had no uses)
         continue;
@@ -628,16 +639,16 @@ private:
         }))
       SplitCandidates.clear();
     if (Nodes[NodeOf.lookup(Reg)].RegionSplits < MaxRegionSplits)
-      addRegionCandidates(LI, Uses, Refused);
+      addRegionCandidates(LI, RegionUses, RegionRefused);
   }
 
   /// Where \p Phys is taken, in \p MBB, while \p LI lives there: the first
-  /// and the end of the last slot at which an assigned live range (of
-  /// \p Holders, those holding \p Phys somewhere \p LI lives), a fixed
-  /// register or a call clobber is in the way. None where it is free.
+  /// and the end of the last slot at which an assigned live range (\p Held:
+  /// heldSegments, where those holding \p Phys live), a fixed register or a
+  /// call clobber is in the way. None where it is free.
   std::optional<std::pair<SlotIndex, SlotIndex>>
   interferenceInBlock(const LiveInterval &LI, const MachineBasicBlock &MBB,
-                      MCRegister Phys, ArrayRef<const LiveInterval *> Holders) {
+                      MCRegister Phys, ArrayRef<HeldSegment> Held) {
     const SlotIndex Start = LIS.getMBBStartIdx(&MBB);
     const SlotIndex End = LIS.getMBBEndIdx(&MBB);
     std::optional<std::pair<SlotIndex, SlotIndex>> Bounds;
@@ -671,9 +682,55 @@ private:
     };
     for (MCRegUnit Unit : TRI.regunits(Phys))
       Overlaps(LIS.getRegUnit(Unit));
-    for (const LiveInterval *Holder : Holders)
-      Overlaps(*Holder);
+    for (auto Seg = LI.find(Start); Seg != LI.end() && Seg->start < End;
+         ++Seg) {
+      const SlotIndex From = std::max(Seg->start, Start);
+      const SlotIndex To = std::min(Seg->end, End);
+      for (auto H = partition_point(
+               Held, [&](const HeldSegment &S) { return S.second <= From; });
+           H != Held.end() && H->first < To; ++H) {
+        const SlotIndex A = std::max(From, H->first);
+        const SlotIndex B = std::min(To, H->second);
+        if (A < B)
+          Widen(A, B);
+      }
+    }
     return Bounds;
+  }
+
+  /// Where the live ranges holding \p Phys somewhere \p LI lives live: their
+  /// segments merged, sorted and disjoint (one search per block, however many
+  /// they are: a long live range in a large function has hundreds).
+  SmallVector<HeldSegment, 64> heldSegments(const LiveInterval &LI,
+                                            MCRegister Phys) {
+    SmallVector<HeldSegment, 64> All;
+    for (const LiveInterval *H : holdersOf(LI, Phys))
+      for (const LiveRange::Segment &S : *H)
+        All.push_back({S.start, S.end});
+    llvm::sort(All);
+    SmallVector<HeldSegment, 64> Merged;
+    for (const HeldSegment &S : All) {
+      if (!Merged.empty() && S.first <= Merged.back().second)
+        Merged.back().second = std::max(Merged.back().second, S.second);
+      else
+        Merged.push_back(S);
+    }
+    return Merged;
+  }
+
+  /// Whether a register taken in \p MBB between \p Intf's bounds is taken
+  /// after a copy placed at the block's end (before its first terminator).
+  bool takenAtEnd(const MachineBasicBlock &MBB,
+                  std::pair<SlotIndex, SlotIndex> Intf) {
+    SlotIndex Copy = LIS.getMBBStartIdx(&MBB);
+    for (auto I = MBB.getFirstTerminator(); I != MBB.begin();) {
+      --I;
+      if (!I->isDebugInstr()) {
+        Copy = LIS.getInstructionIndex(*I).getDeadSlot();
+        break;
+      }
+    }
+    return Copy < Intf.second;
   }
 
   /// The live ranges holding \p Phys somewhere \p LI lives.
@@ -782,12 +839,14 @@ private:
 
   /// The region splits of \p LI: for each register the coloring agent was
   /// offered (in its order), the blocks where it lives and the register is
-  /// free, without the blocks a block split refuses, and the heads and tails
-  /// of the blocks where the register is taken for part of it
+  /// free, without those \p Refused (a terminator or inline assembly reads
+  /// or writes it) and the others a block split refuses, and the heads and
+  /// tails of the blocks where the register is taken for part of it
   /// (partialBlock). Offered, once per distinct region, when the region has
-  /// some of its uses or defs and leaves out some of the live range: the
-  /// new register lives in less than the live range and the live range keeps
-  /// fewer uses, so that splits end. A region may take all the uses and defs:
+  /// some of its uses or defs (\p Uses: the copies of earlier splits count)
+  /// and leaves out some of the live range; a live range comes from at most
+  /// MaxRegionSplits region splits, so that splits end. A region may take all
+  /// the uses and defs:
   /// the rest of the live range then only carries the value, from copy to
   /// copy, across what holds the register (a long, light live range evicted
   /// by a short, heavy one keeps its register everywhere else, as LLVM's
@@ -825,10 +884,12 @@ private:
     // Each region offered so far: (block number, 3 whole, 1 head, 2 tail).
     SmallVector<SmallVector<unsigned, 16>, 4> Seen;
     for (const Candidate &Reg : Candidates) {
-      const SmallVector<const LiveInterval *, 8> Holders =
-          holdersOf(LI, Reg.Phys);
+      const SmallVector<HeldSegment, 64> Held = heldSegments(LI, Reg.Phys);
       SmallPtrSet<MachineBasicBlock *, 16> Whole;
       SmallDenseMap<MachineBasicBlock *, PartialBlock, 4> Partial;
+      // Where the register is taken in each block that is not whole.
+      SmallDenseMap<MachineBasicBlock *, std::pair<SlotIndex, SlotIndex>, 16>
+          Taken;
       SmallVector<unsigned, 16> Key;
       bool UseInside = false, UseOutside = false;
       for (MachineBasicBlock *MBB : Live) {
@@ -836,7 +897,7 @@ private:
         const unsigned BlockUses = UseIt == Uses.end() ? 0 : UseIt->second;
         std::optional<std::pair<SlotIndex, SlotIndex>> Intf;
         if (Allowed(MBB))
-          Intf = interferenceInBlock(LI, *MBB, Reg.Phys, Holders);
+          Intf = interferenceInBlock(LI, *MBB, Reg.Phys, Held);
         else
           Intf = std::make_pair(LIS.getMBBStartIdx(MBB), LIS.getMBBEndIdx(MBB));
         if (!Intf) {
@@ -845,6 +906,7 @@ private:
           Key.push_back(MBB->getNumber() * 4 + 3);
           continue;
         }
+        Taken[MBB] = *Intf;
         std::optional<PartialBlock> P;
         if (Allowed(MBB))
           P = partialBlock(LI, *MBB, *Intf);
@@ -925,6 +987,7 @@ private:
                nullptr});
       }
       SmallPtrSet<MachineBasicBlock *, 8> InAtEnd, OutAtStart, OutAtEnd;
+      bool EndTaken = false;
       for (MachineBasicBlock *MBB : Live) {
         if (Whole.contains(MBB)) {
           C.Blocks.push_back(MBB);
@@ -942,10 +1005,16 @@ private:
                             nullptr});
           } else {
             for (MachineBasicBlock *Pred : MBB->predecessors())
-              if (!LeavesInside(Pred) && InAtEnd.insert(Pred).second)
+              if (!LeavesInside(Pred) && InAtEnd.insert(Pred).second) {
                 Plan.push_back({{Pred, /*AtEnd=*/true, /*IntoInner=*/true},
                                 Freq(Pred),
                                 nullptr});
+                // The new register holds the value from that copy to the
+                // block's end: the register must be free there too, or the
+                // new register could not take it.
+                auto It = Taken.find(Pred);
+                EndTaken |= It != Taken.end() && takenAtEnd(*Pred, It->second);
+              }
           }
         }
         if (!LeavesInside(MBB) || !LIS.isLiveOutOfMBB(LI, MBB))
@@ -963,6 +1032,8 @@ private:
           }
         }
       }
+      if (EndTaken)
+        continue;
       // A value defined outside is still in the live range where it leaves
       // the new register: no copy back. One defined inside by an instruction
       // is copied back once, after that instruction, where that is cheaper

@@ -120,9 +120,10 @@ enum BlockFeature : unsigned {
 };
 // A region's row is in the units of a block of frequency 1 (BlockFrequency
 // is log2(2) = 1): BlockUses, BlockLiveIn and BlockLiveOut are the region's
-// uses and its copies in and out, each weighted by its block's frequency
-// relative to the entry block; BlockInstructions and BlockCalls are sums (over
-// its blocks, and its partial blocks' heads and tails).
+// uses (earlier splits' copies among them) and its copies in and out, each
+// weighted by its block's frequency relative to the entry block;
+// BlockInstructions and BlockCalls are sums (over its blocks, and its partial
+// blocks' heads and tails).
 
 /// `node_features`' weight of an unspillable live range (its LLVM weight is
 /// infinite, which JSON cannot carry).
