@@ -130,8 +130,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
     try:
         if address is None:
-            # "local": a new instance even when $RAY_ADDRESS names a cluster.
-            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **quiet)
+            _start_local(ray, num_cpus, quiet)
         else:
             ray.init(address=address, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as e:
@@ -149,6 +148,33 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
         )
     finally:
         ray.shutdown()
+
+
+#: What Ray 2.60 raises (a bare ``Exception``) when a new local node's raylet has not
+#: registered within its 30 s: seen once on a loaded 2-core machine, fine when started again.
+_NODE_STARTUP_TIMEOUT = "timed out during startup"
+
+
+def _start_local(ray: Any, num_cpus: int | None, quiet: dict[str, Any]) -> None:  # noqa: ANN401
+    """``ray.init`` of a new local instance, started once more if its node timed out.
+
+    A start that fails is shut down before anything else (its head's processes would
+    otherwise stay behind).
+
+    Raises:
+        RuntimeError: If the node timed out twice (Ray's message).
+    """
+    for attempt in (1, 2):
+        try:
+            # "local": a new instance even when $RAY_ADDRESS names a cluster.
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **quiet)
+            return
+        except Exception as e:  # Ray raises a bare Exception for the start-up timeout
+            ray.shutdown()
+            if _NODE_STARTUP_TIMEOUT not in str(e):
+                raise
+            if attempt == 2:
+                raise RuntimeError(str(e)) from None
 
 
 def _describe_cluster(ray: Any, what: str) -> str:  # noqa: ANN401
