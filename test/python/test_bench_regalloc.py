@@ -84,7 +84,7 @@ def test_smoke_run_times_the_graph_policy_with_the_same_decisions_on_every_runne
     report, result, _ = smoke
     assert result["meta"]["models"] == ["basic policy", "GNN"]
     assert result["meta"]["gnn"]["parameters"] > 0
-    rows = {(r["runner"], r["project"]): r for r in result["compile_time"]}
+    rows = {(r["runner"], r["project"]): r for r in result["compile_time"] if r["jobs"] == 1}
     for project, agreed in result["object_agreement"]["GNN"].items():
         # PyTorch and ONNX Runtime made the same objects: the same decisions.
         assert agreed["modules"] == 1 and agreed["differing"] == [], project
@@ -96,3 +96,24 @@ def test_smoke_run_times_the_graph_policy_with_the_same_decisions_on_every_runne
     assert "## Compile time with the graph policy (GNN)" in report
     assert "| lua | GNN gRPC (PyTorch server) |" in report
     assert "byte-identical on 2 of 2 modules" in report
+
+
+def test_smoke_run_times_the_graph_policy_on_two_parallel_jobs_too(
+    smoke: tuple[str, dict[str, Any], Path],
+) -> None:
+    # The 1 and 2 threads: the parallel compilers share the pipe's Python process
+    # and the gRPC model server, and are asked the same decisions as one compiler is.
+    report, result, _ = smoke
+    rows = {(r["runner"], r["jobs"], r["project"]): r for r in result["compile_time"]}
+    parallel = {(name, project) for name, jobs, project in rows if jobs == 2}
+    for project in result["meta"]["modules"]:
+        for name in ("greedy (stock llc)", "GNN in-process (ONNX Runtime)",
+                     "GNN pipe (bitstream, PyTorch)", "GNN gRPC (PyTorch server)"):  # fmt: skip
+            assert (name, project) in parallel, (name, project)
+        for name in ("GNN pipe (bitstream, PyTorch)", "GNN gRPC (PyTorch server)"):
+            one, two = rows[name, 1, project], rows[name, 2, project]
+            assert two["decisions_per_round"] == one["decisions_per_round"], (name, project)
+    # The objects of the 2-job runs are compared with the others too.
+    assert all(a["differing"] == [] for a in result["object_agreement"]["GNN"].values())
+    assert "| lua | GNN gRPC (PyTorch server) | 2 |" in report
+    assert "- lua, 2 jobs: gRPC / in-process = " in report
