@@ -32,9 +32,9 @@ BUILTIN_MODELS: tuple[BuiltinModel, ...] = (
         "the priority, coloring and split agents; behaviour-cloned from the split policy, "
         "then two rounds of DAgger, with 'mlbridge train regalloc --split --rounds 1 "
         "--dagger-rounds 2' on the corpus's training projects): on the held-out projects "
-        "85.2% (lua) and 43.3% (cmark-gfm) lower spill and reload cost than LLVM's basic "
-        "allocator and 0.9% and 0.3% less .text; 12.3% below greedy's spill cost on "
-        "cmark-gfm, 11.3% above it on lua (docs/ml-regalloc.md)",
+        "85.6% (lua) and 43.6% (cmark-gfm) lower spill and reload cost than LLVM's basic "
+        "allocator and 0.9% and 0.3% less .text; 12.8% below greedy's spill cost on "
+        "cmark-gfm, 8.0% above it on lua (docs/ml-regalloc.md)",
         to_onnx=_to_onnx,
         native=False,
         # The network and its export: the ONNX form is made anew when they change.

@@ -90,7 +90,7 @@ BLOCK_FEATURES: tuple[str, ...] = (
     "frequency",  # log2(1 + the block's frequency relative to the entry block)
     "uses",  # the block's instructions that read or write the live range
     "live_in",  # 1 if the live range is live into the block
-    "live_out",  # 1 if it is live out of the block
+    "live_out",  # 1 if a split copies it back at the block's end (docs/ml-regalloc.md)
     "instructions",  # the block's instructions, / 100
     "calls",  # the block's calls (each clobbers registers)
     "region",  # 1 for a region's row: its counts are frequency-weighted sums, frequency 1

@@ -103,6 +103,9 @@ struct SplitCandidate {
   unsigned PartialBlocks = 0;
   /// Whether a region takes all the uses and defs of the live range.
   bool AllUses = false;
+  /// Whether a block split leaves the live range holding its value through
+  /// the block (live out, no copy back).
+  bool KeepsValue = false;
   SmallVector<SplitCopy, 4> Copies;
   /// A region's register (none for a block split).
   MCRegister Phys;
@@ -616,17 +619,29 @@ private:
         continue;
       SplitCandidate C;
       C.Blocks.push_back(&MBB);
-      // Copied in at the block's start, back before its terminators (a loop
-      // of one block copies on every iteration).
+      // Copied in at the block's start, and back before its terminators
+      // only if the block defines the value it leaves with (a loop of one
+      // block copies on every iteration). Else the live range keeps holding
+      // the value through the block, beside the new register (they overlap,
+      // as greedy's splits do for speed): spilled, it is reloaded once for
+      // the block's uses, not once per use, and stores nothing. A block it
+      // only lives through is split out of it, copy back and all.
+      bool CopyBack = LiveOut;
+      if (LiveOut && BlockUseCount > 0) {
+        const VNInfo *Out = LI.getVNInfoBefore(LIS.getMBBEndIdx(&MBB));
+        CopyBack =
+            Out && !Out->isPHIDef() && LIS.getMBBFromIndex(Out->def) == &MBB;
+      }
       if (LiveIn)
         C.Copies.push_back({&MBB, /*AtEnd=*/false, /*IntoInner=*/true});
-      if (LiveOut)
+      if (CopyBack)
         C.Copies.push_back({&MBB, /*AtEnd=*/true, /*IntoInner=*/false});
+      C.KeepsValue = LiveOut && !CopyBack;
       C.Features[BlockFrequency] =
           std::log2(1.0 + MBFI.getBlockFreqRelativeToEntryBlock(&MBB));
       C.Features[BlockUses] = static_cast<float>(BlockUseCount);
       C.Features[BlockLiveIn] = LiveIn;
-      C.Features[BlockLiveOut] = LiveOut;
+      C.Features[BlockLiveOut] = CopyBack;
       C.Features[BlockInstructions] = static_cast<float>(MBB.size()) / 100.0f;
       C.Features[BlockCalls] = static_cast<float>(Calls);
       SplitCandidates.push_back(C);
@@ -1135,7 +1150,8 @@ private:
            << printReg(C.Phys, &TRI)
            << (C.AllUses ? ", with all its uses and defs," : "");
       else
-        OS << printMBBReference(*C.Blocks.front());
+        OS << printMBBReference(*C.Blocks.front())
+           << (C.KeepsValue ? ", keeping its value through the block," : "");
       OS << " into";
       for (Register P : Parts) {
         OS << " node " << NodeOf.lookup(P) << " (" << printReg(P, &TRI);

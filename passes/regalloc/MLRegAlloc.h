@@ -112,7 +112,7 @@ enum BlockFeature : unsigned {
   BlockFrequency,    ///< log2(1 + frequency relative to the entry block)
   BlockUses,         ///< instructions of the block that read or write it
   BlockLiveIn,       ///< 1 if it is live into the block
-  BlockLiveOut,      ///< 1 if it is live out of the block
+  BlockLiveOut,      ///< 1 if a split copies it back at the block's end
   BlockInstructions, ///< the block's instructions, / 100
   BlockCalls,        ///< the block's calls (each clobbers registers)
   BlockRegion,       ///< 1 for a region's row, else 0
