@@ -139,6 +139,8 @@ GREEDY = "greedy (stock llc)"
 GNN_INPROCESS = "GNN in-process (ONNX Runtime)"
 #: The same without the ORT-format copy the model registry writes (docs/models.md).
 GNN_INPROCESS_ONNX = "GNN in-process, .onnx only (ONNX Runtime)"
+#: The same without the metadata declaring its rounds: every query carries every edge.
+GNN_INPROCESS_ALL_EDGES = "GNN in-process, every edge (ONNX Runtime)"
 GNN_PIPE = "GNN pipe (bitstream, PyTorch)"
 GNN_GRPC = "GNN gRPC (PyTorch server)"
 #: The built-in trained agents, the graph policy of ``--model gnn`` and a quality row.
@@ -240,28 +242,48 @@ def basic_runners(
 
 def gnn_runners(
     plugin: Path,
-    onnx_models: tuple[Path, Path],
+    onnx_models: tuple[Path, Path, Path],
     pipe_policy: CountedPolicy,
     grpc: tuple[str, CountedPolicy],
     timeout: float,
+    rounds: int,
 ) -> dict[str, Runner]:
     """The graph policy's runners: its ONNX export in-process, PyTorch over pipe and gRPC.
 
     ``onnx_models``: the export with its ORT-format copy beside it, as the model registry
-    keeps it, and the same without one.
+    keeps it; the same without one; the same with a copy but without the metadata that
+    declares its rounds of message passing (``rounds``). In-process, the allocator reads
+    them from the export's metadata and sends only the edges they reach; the pipe and gRPC
+    rows ask for the same (``-mlbridge-regalloc-message-rounds``), so that every runner
+    answers the same queries; the row without the metadata sends every edge.
     """
     ml = mlbridge_allocator(plugin, "-mlbridge-regalloc-split", verify=False)
+    served = [*ml, f"-mlbridge-regalloc-message-rounds={rounds}"]
     address, grpc_policy = grpc
-    registered, bare = onnx_models
+    registered, bare, every_edge = onnx_models
     both = (1, 2)
     return {
         GNN_INPROCESS: Runner(
             _llc([*ml, f"-mlbridge-regalloc-model={registered}"], timeout), GNN, both
         ),
         GNN_INPROCESS_ONNX: Runner(_llc([*ml, f"-mlbridge-regalloc-model={bare}"], timeout), GNN),
-        GNN_PIPE: Runner(_over_pipe(ml, pipe_policy, timeout), GNN, both, pipe_policy),
-        GNN_GRPC: Runner(_over_grpc(ml, address, timeout), GNN, both, grpc_policy),
+        GNN_INPROCESS_ALL_EDGES: Runner(
+            _llc([*ml, f"-mlbridge-regalloc-model={every_edge}"], timeout), GNN
+        ),
+        GNN_PIPE: Runner(_over_pipe(served, pipe_policy, timeout), GNN, both, pipe_policy),
+        GNN_GRPC: Runner(_over_grpc(served, address, timeout), GNN, both, grpc_policy),
     }
+
+
+def _without_metadata(model: Path, folder: Path) -> Path:
+    """A copy of the ONNX ``model`` in ``folder`` without its metadata_props."""
+    import onnx
+
+    proto = onnx.load(str(model))
+    del proto.metadata_props[:]
+    folder.mkdir()
+    onnx.save(proto, str(folder / model.name))
+    return folder / model.name
 
 
 def _sha(path: Path) -> str:
@@ -522,7 +544,11 @@ def _gnn_section(result: dict[str, Any], by: dict[tuple[str, int, str], float]) 
         "(bitstream) and of the gRPC model server; its ONNX export (`RegallocGNN.to_onnx`, as "
         "`mlbridge models install-builtin` exports it) answers in-process in ONNX Runtime, "
         "loaded from the ORT-format copy the model registry writes beside it (docs/models.md) "
-        "and, in the row '.onnx only', from the `.onnx` itself. "
+        "and, in the row '.onnx only', from the `.onnx` itself. Every runner gets the same "
+        "queries: only the edges the model's rounds of message passing reach (in-process "
+        "from the export's metadata, over the pipe and gRPC by "
+        "`-mlbridge-regalloc-message-rounds`; docs/ml-regalloc.md), but the row 'every "
+        "edge', whose export has no such metadata. "
         "PyTorch and ONNX Runtime each compute on one thread. "
         f"Wall time of a project's modules on 1 job and on 2 parallel jobs (the 2 "
         "compilers share the pipe's Python process and the gRPC model server), median of "
@@ -542,14 +568,15 @@ def _gnn_section(result: dict[str, Any], by: dict[tuple[str, int, str], float]) 
         for jobs in job_counts:
             greedy = by[(GREEDY, jobs, project)]
             inproc = by[(GNN_INPROCESS, jobs, project)]
-            for name in (GREEDY, GNN_INPROCESS, GNN_INPROCESS_ONNX, GNN_PIPE, GNN_GRPC):
+            for name in (GREEDY, GNN_INPROCESS, GNN_INPROCESS_ONNX, GNN_INPROCESS_ALL_EDGES,
+                         GNN_PIPE, GNN_GRPC):  # fmt: skip
                 r = rows.get((name, jobs, project))
                 if r is None:
                     continue
                 spent = f"{r['policy_s_median']:.2f}" if "policy_s_median" in r else "-"
                 # In-process decisions are not seen from Python; equal objects mean equal ones.
                 count = str(r["decisions_per_round"][0]) if "decisions_per_round" in r else "-"
-                count = str(decisions) if name in (GNN_INPROCESS, GNN_INPROCESS_ONNX) else count
+                count = str(decisions) if name.startswith("GNN in-process") else count
                 lines.append(
                     f"| {project} | {name} | {jobs} | {r['median_s']:.2f} | "
                     f"{r['median_s'] / greedy:.2f} | {r['median_s'] / inproc:.2f} | {count} | "
@@ -701,10 +728,13 @@ def main(argv: list[str]) -> int:
                 onnx_model = gnn.to_onnx(work / "gnn.onnx")
                 (work / "onnx-only").mkdir()
                 bare = Path(shutil.copy(onnx_model, work / "onnx-only" / onnx_model.name))
-                if write_ort_format_copy(onnx_model) is None:
-                    raise SystemExit("regalloc_compile.py: ONNX Runtime cannot load the export")
-                runners |= gnn_runners(plugin, (onnx_model, bare), pipe_policy,
-                                       (server.address, grpc_policy), args.timeout)  # fmt: skip
+                every_edge = _without_metadata(onnx_model, work / "every-edge")
+                for exported in (onnx_model, every_edge):
+                    if write_ort_format_copy(exported) is None:
+                        raise SystemExit("regalloc_compile.py: ONNX Runtime cannot load the export")
+                runners |= gnn_runners(plugin, (onnx_model, bare, every_edge), pipe_policy,
+                                       (server.address, grpc_policy), args.timeout,
+                                       gnn.rounds)  # fmt: skip
                 gnn_meta = {"policy": str(GNN_POLICY.name), "hidden": gnn.hidden,
                             "rounds": gnn.rounds,
                             "parameters": sum(w.numel() for w in gnn.parameters()),

@@ -160,6 +160,11 @@ public:
   /// This runner's capabilities; the default has none.
   virtual Capabilities capabilities() const;
 
+  /// A value the model declares about itself under \p Key (an ONNX model's
+  /// metadata_props), such as how far into its inputs it reads; none when
+  /// the model does not say or the runner cannot ask it (the default).
+  virtual std::optional<std::string> modelMetadata(llvm::StringRef Key) const;
+
   /// Whether calls can still succeed: false once finish() ran or the
   /// connection to the model broke (every later call fails with the reason).
   /// The default is always usable.

@@ -31,10 +31,12 @@
 #include "mlbridge/MLModelRunner.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,6 +100,8 @@ public:
   llvm::ArrayRef<TensorSpec> outputs() const { return Outputs; }
   /// The options the model was loaded with.
   const OnnxRunnerOptions &options() const { return Options; }
+  /// The value of \p Key in the model's metadata_props, if it has one.
+  std::optional<std::string> metadata(llvm::StringRef Key) const;
 
   /// ONNX Runtime's own objects; defined in OnnxModelRunner.cpp only.
   struct Session;
@@ -120,6 +124,7 @@ private:
   OnnxRunnerOptions Options;
   std::vector<TensorSpec> Inputs;
   std::vector<TensorSpec> Outputs;
+  llvm::StringMap<std::string> Metadata;
   std::unique_ptr<Session> Sess;
 };
 
@@ -145,6 +150,11 @@ public:
 
   /// The model behind this runner.
   const std::shared_ptr<const OnnxModel> &model() const { return Model; }
+
+  /// The model's metadata_props entry \p Key.
+  std::optional<std::string> modelMetadata(llvm::StringRef Key) const override {
+    return Model->metadata(Key);
+  }
 
   /// Per-runner ONNX Runtime values; defined in OnnxModelRunner.cpp only.
   struct Bindings;

@@ -54,6 +54,7 @@ from mlbridge.regalloc.interface import (
     ADVICE,
     BLOCK_FEATURES,
     MASK,
+    MESSAGE_ROUNDS_METADATA,
     NODE_FEATURES,
     REGISTER_FEATURES,
     Agent,
@@ -664,7 +665,9 @@ class RegallocGNN(torch.nn.Module):
         ``regalloc_action`` [1]; an ``If`` on ``agent`` runs the priority, the coloring or
         (a policy with :attr:`split`; else spilling) the split branch. Opset
         :data:`~mlbridge.regalloc.onnx_policy.OPSET`, IR version
-        :data:`~mlbridge.regalloc.onnx_policy.IR_VERSION`.
+        :data:`~mlbridge.regalloc.onnx_policy.IR_VERSION`. Its metadata
+        :data:`~mlbridge.regalloc.interface.MESSAGE_ROUNDS_METADATA` declares the rounds
+        of message passing, so that the allocator sends only the edges they read.
 
         Args:
             path: Where to write the model.
@@ -882,6 +885,11 @@ def onnx_model(policy: RegallocGNN, coloring_policy: RegallocGNN | None = None) 
         producer_name="mlbridge.regalloc.gnn",
     )
     model.ir_version = IR_VERSION
+    # Every decision reads only the embeddings of the nodes it is about (the queued ones,
+    # or ``node``), so the allocator may leave out the edges that cannot reach them.
+    helper.set_model_props(
+        model, {MESSAGE_ROUNDS_METADATA: str(max(policy.rounds, colorer.rounds))}
+    )
     onnx.checker.check_model(model, full_check=True)
     return model
 

@@ -103,6 +103,12 @@ UNSPILLABLE_WEIGHT = 1e6
 ADVICE = "regalloc_action"
 #: The mask feature of the advice.
 MASK = "action_mask"
+#: The metadata key (an ONNX model's ``metadata_props``) under which a model declares the
+#: rounds of messages it passes along ``edges``, in decimal. The allocator then sends each
+#: query only the edges with an end fewer than that many edges away from the nodes the
+#: decision is about (the queued ones, or ``node``), in the same order
+#: (``-mlbridge-regalloc-message-rounds``, docs/ml-regalloc.md).
+MESSAGE_ROUNDS_METADATA = "mlbridge.regalloc.message_rounds"
 
 
 def feature_specs() -> tuple[TensorSpec, ...]:

@@ -200,7 +200,9 @@ public:
         std::pair(StringRef("agent"), static_cast<int64_t>(Agent_)),
         std::pair(StringRef("function_name"), MF.getName().str()),
         std::pair(StringRef("node_features"), ArrayRef<float>(NodeRows)),
-        std::pair(StringRef("edges"), ArrayRef<int64_t>(EdgeList)),
+        std::pair(StringRef("edges"), MessageRounds
+                                          ? edgesRead(*MessageRounds)
+                                          : ArrayRef<int64_t>(EdgeList)),
         std::pair(StringRef("spill_weights"), ArrayRef<float>(Weights)),
         std::pair(StringRef("node"), CurrentNode),
         std::pair(StringRef("register_features"), ArrayRef<float>(RegRows)),
@@ -233,6 +235,10 @@ public:
   }
 
   size_t nodes() const { return Nodes.size(); }
+
+  /// From now on, queries carry only the edges a model passing \p Rounds
+  /// rounds of messages reads (edgesRead()); none: every edge.
+  void sendEdgesFor(std::optional<unsigned> Rounds) { MessageRounds = Rounds; }
 
 private:
   static const char *agentName(RegAllocAgent A) {
@@ -351,6 +357,38 @@ private:
     EdgeList.push_back(B);
     Nodes[A].Features[NodeDegree] += 1;
     Nodes[B].Features[NodeDegree] += 1;
+  }
+
+  /// The edges a model passing \p Rounds rounds of messages reads for the
+  /// current decision (MLRegAllocOptions::MessageRounds): those with an end
+  /// fewer than \p Rounds edges away from a node the decision is about (the
+  /// queued ones, or the one being colored or split), in the whole list's
+  /// order, so that every message into a node whose embedding the decision
+  /// reads comes in the same order as over the whole graph.
+  ArrayRef<int64_t> edgesRead(unsigned Rounds) {
+    SentEdges.clear();
+    if (Rounds == 0)
+      return SentEdges;
+    Near.assign(Nodes.size(), 0);
+    if (Agent_ == RegAllocAgent::Priority)
+      for (size_t I = 0; I < Nodes.size(); ++I)
+        Near[I] = Mask[I] != 0;
+    else
+      Near[Current] = 1;
+    const size_t E = EdgeList.size();
+    for (unsigned R = 1; R < Rounds; ++R) {
+      NearNext = Near;
+      for (size_t I = 0; I < E; I += 2) {
+        const int64_t A = EdgeList[I], B = EdgeList[I + 1];
+        NearNext[A] |= Near[B];
+        NearNext[B] |= Near[A];
+      }
+      Near.swap(NearNext);
+    }
+    for (size_t I = 0; I < E; I += 2)
+      if (Near[EdgeList[I]] || Near[EdgeList[I + 1]])
+        SentEdges.append({EdgeList[I], EdgeList[I + 1]});
+    return SentEdges;
   }
 
   /// All interferences among the first nodes: a sweep over the live ranges
@@ -1381,6 +1419,7 @@ private:
   const TargetRegisterInfo &TRI;
   const TargetInstrInfo &TII;
   const bool SplitAgent;
+  std::optional<unsigned> MessageRounds;
   DenseSet<MCPhysReg> CalleeSaved;
 
   std::vector<Node> Nodes;
@@ -1401,6 +1440,8 @@ private:
   // Scratch space of observe().
   std::vector<float> NodeRows, Weights;
   SmallVector<float, 0> RegRows, BlockRows;
+  SmallVector<int64_t, 0> SentEdges;
+  std::vector<uint8_t> Near, NearNext;
 
 public:
   SmallPtrSet<MachineInstr *, 32> DeadRemats;
@@ -1489,6 +1530,7 @@ private:
     EpisodeOptions Bounds;
     Bounds.RecordActions = false;
     if (MLModelRunner *Agent = modelFor(MF)) {
+      Env.sendEdgesFor(ModelRounds);
       Bounds.MaxSteps = stepBound(Env);
       Expected<EpisodeResult> R =
           runEpisode(Env, {Agent, Agent, Agent}, Bounds);
@@ -1501,6 +1543,8 @@ private:
     MLModelRunner *B = builtin();
     if (!B)
       return;
+    // The built-in policy reads no edges.
+    Env.sendEdgesFor(0);
     Expected<EpisodeResult> R = runEpisode(Env, {B, B, B}, Bounds);
     if (!R)
       Ctx.emitError("mlbridge-regalloc: the built-in policy failed in '" +
@@ -1529,12 +1573,47 @@ private:
         return nullptr;
       }
       Runner = std::move(*R);
+      Expected<std::optional<unsigned>> Rounds = messageRounds(*Runner);
+      if (!Rounds) {
+        stop(Rounds.takeError(), Ctx, "");
+        return nullptr;
+      }
+      ModelRounds = *Rounds;
     }
     if (Error E = Runner->switchContext(MF.getName())) {
       stop(std::move(E), Ctx, (" in '" + MF.getName() + "'").str());
       return nullptr;
     }
     return Runner.get();
+  }
+
+  /// The rounds of messages the model's queries carry edges for: those of
+  /// the options, else those the model declares (its metadata
+  /// MessageRoundsMetadataKey), else none (every edge).
+  Expected<std::optional<unsigned>>
+  messageRounds(const MLModelRunner &Model) const {
+    std::optional<unsigned> Declared;
+    if (std::optional<std::string> Value =
+            Model.modelMetadata(MessageRoundsMetadataKey)) {
+      unsigned N;
+      if (StringRef(*Value).getAsInteger(10, N))
+        return createStringError(
+            "the model's metadata '%s' is '%s', not a number of rounds of "
+            "messages (export the model again)",
+            MessageRoundsMetadataKey, Value->c_str());
+      Declared = N;
+    }
+    if (!Options.MessageRounds)
+      return Declared;
+    if (Declared && *Options.MessageRounds < *Declared)
+      return createStringError(
+          "queries with the edges of %u rounds of messages "
+          "(-mlbridge-regalloc-message-rounds) would leave out edges the "
+          "model reads: it passes %u (its metadata '%s'); ask for at least "
+          "%u, or leave the option out to take the model's",
+          *Options.MessageRounds, *Declared, MessageRoundsMetadataKey,
+          *Declared);
+    return Options.MessageRounds;
   }
 
   MLModelRunner *builtin() {
@@ -1574,6 +1653,7 @@ private:
   MLRegAllocOptions Options;
   RegAllocRunnerFactory Factory;
   std::unique_ptr<MLModelRunner> Runner;
+  std::optional<unsigned> ModelRounds;
   std::unique_ptr<MLModelRunner> Builtin;
   bool Stopped = false;
 };

@@ -69,6 +69,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,13 @@ enum BlockFeature : unsigned {
 /// infinite, which JSON cannot carry).
 constexpr float UnspillableWeight = 1e6f;
 
+/// The metadata key (MLModelRunner::modelMetadata()) under which a model
+/// declares the rounds of messages it passes along `edges`, in decimal: see
+/// MLRegAllocOptions::MessageRounds. mlbridge.regalloc.gnn's ONNX export
+/// writes it.
+constexpr const char *MessageRoundsMetadataKey =
+    "mlbridge.regalloc.message_rounds";
+
 /// The feature specs of the interface above, in order.
 std::vector<TensorSpec> regallocFeatureSpecs();
 /// The advice spec: `regalloc_action`, int64 [1], masked by `action_mask`.
@@ -175,6 +183,15 @@ struct MLRegAllocOptions {
   /// the others in-process, without asking it. Empty: every function. A
   /// trainer samples the functions of a large module this way.
   llvm::StringSet<> ModelFunctions;
+  /// Set for a model that passes this many rounds of messages along `edges`
+  /// and reads embeddings only of the nodes its decision is about (the
+  /// queued ones for the priority agent, `node` for the others), as
+  /// mlbridge.regalloc.gnn's does: a query then carries only the edges with
+  /// an end fewer than this many edges away from those nodes (none for 0), in
+  /// the same order, and such a model decides exactly as over the whole
+  /// graph. Unset: the rounds the model declares (MessageRoundsMetadataKey),
+  /// else every edge. Fewer than the model declares is an error.
+  std::optional<unsigned> MessageRounds;
 };
 
 /// The allocator pass (legacy pass manager, which takes ownership).

@@ -86,6 +86,17 @@ cl::list<std::string> ModelFunctionsOpt(
              "in-process, without asking it (default: every function)"),
     cl::CommaSeparated, cl::cat(Category));
 
+cl::opt<unsigned> MessageRoundsOpt(
+    "mlbridge-regalloc-message-rounds",
+    cl::desc("Send each query only the edges a graph model passing this many "
+             "rounds of messages reads: those with an end fewer than this "
+             "many edges away from the queued live ranges (priority agent) "
+             "or from the one decided on (coloring, split agents). Such a "
+             "model decides exactly as over the whole graph, in less time "
+             "(docs/ml-regalloc.md). Default: the rounds the model "
+             "declares (an ONNX model's metadata), else every edge"),
+    cl::value_desc("rounds"), cl::cat(Category));
+
 cl::opt<uint64_t>
     SeedOpt("mlbridge-regalloc-seed",
             cl::desc("The seed of -mlbridge-regalloc-policy=random"),
@@ -100,6 +111,8 @@ FunctionPass *createFromOptions() {
   Options.Split = SplitOpt;
   for (const std::string &Name : ModelFunctionsOpt)
     Options.ModelFunctions.insert(Name);
+  if (MessageRoundsOpt.getNumOccurrences())
+    Options.MessageRounds = MessageRoundsOpt;
   CallbackModelRunner::Callback Policy;
   switch (PolicyOpt) {
   case BuiltinPolicy::Basic:

@@ -200,6 +200,10 @@ Error MLModelRunner::changeSpecs(std::vector<TensorSpec>, TensorSpec) {
 
 MLModelRunner::Capabilities MLModelRunner::capabilities() const { return {}; }
 
+std::optional<std::string> MLModelRunner::modelMetadata(StringRef) const {
+  return std::nullopt;
+}
+
 bool MLModelRunner::usable() const { return true; }
 
 Error MLModelRunner::finish() { return Error::success(); }

@@ -310,6 +310,12 @@ OnnxModel::load(StringRef Path, const OnnxRunnerOptions &Options) {
               },
               [&](size_t J) { return S.GetOutputTypeInfo(J); }, Problems))
         Model->Outputs.push_back(std::move(*Spec));
+    Ort::AllocatorWithDefaultOptions Allocator;
+    Ort::ModelMetadata Meta = S.GetModelMetadata();
+    for (const Ort::AllocatedStringPtr &Key :
+         Meta.GetCustomMetadataMapKeysAllocated(Allocator))
+      Model->Metadata[Key.get()] =
+          Meta.LookupCustomMetadataMapAllocated(Key.get(), Allocator).get();
   } catch (const Ort::Exception &E) {
     if (File != Path)
       return makeError("cannot load ONNX model '" + Path +
@@ -329,6 +335,13 @@ OnnxModel::load(StringRef Path, const OnnxRunnerOptions &Options) {
   if (Model->Outputs.empty())
     return makeError("ONNX model '" + Path + "' has no outputs");
   return std::shared_ptr<const OnnxModel>(std::move(Model));
+}
+
+std::optional<std::string> OnnxModel::metadata(StringRef Key) const {
+  auto It = Metadata.find(Key);
+  if (It == Metadata.end())
+    return std::nullopt;
+  return It->second;
 }
 
 struct OnnxModelRunner::Bindings {

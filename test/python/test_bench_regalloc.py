@@ -30,6 +30,7 @@ BASIC_RUNNERS = {
 GNN_RUNNERS = {
     "GNN in-process (ONNX Runtime)",
     "GNN in-process, .onnx only (ONNX Runtime)",
+    "GNN in-process, every edge (ONNX Runtime)",
     "GNN pipe (bitstream, PyTorch)",
     "GNN gRPC (PyTorch server)",
 }

@@ -37,6 +37,7 @@ from mlbridge.regalloc.gnn import (
     compact_observation,
     onnx_feeds,
 )
+from mlbridge.regalloc.interface import MESSAGE_ROUNDS_METADATA
 from mlbridge.regalloc.trainer import parse_cost_remarks
 
 PRESSURE = REPO / "test" / "lit" / "Inputs" / "regalloc-pressure.c"
@@ -341,6 +342,108 @@ def test_onnx_export_agrees_with_pytorch_on_a_real_llc_session(
     assert any(len(s["edges"]) for s in samples)
     fraction, count = agreement(policy, exported, samples)
     assert (fraction, count) == (1.0, len(samples))
+
+
+def _edges_within(obs: dict[str, np.ndarray], rounds: int) -> np.ndarray:
+    """The edges of ``obs`` a model passing ``rounds`` rounds of messages reads."""
+    edges = np.asarray(obs["edges"]).reshape(-1, 2)
+    n = len(np.asarray(obs["node_features"]).reshape(-1, len(NODE_FEATURES)))
+    near = np.zeros(n, bool)
+    if int(obs["agent"][0]) == 0:
+        near[:] = np.asarray(obs["action_mask"]) != 0
+    else:
+        near[int(obs["node"][0])] = True
+    for _ in range(rounds - 1):
+        reached = near.copy()
+        reached[edges[:, 1][near[edges[:, 0]]]] = True
+        reached[edges[:, 0][near[edges[:, 1]]]] = True
+        near = reached
+    return edges[near[edges[:, 0]] | near[edges[:, 1]]] if rounds else edges[:0]
+
+
+@pytest.mark.parametrize("rounds", [1, 2])
+def test_queries_carry_only_the_edges_the_models_rounds_reach_and_it_decides_alike(
+    rounds: int, pressure_ll: Path, tmp_path: Path
+) -> None:
+    torch.manual_seed(5)
+    model = RegallocGNN(hidden=16, rounds=rounds, split=True).eval()
+
+    def session(*options: str) -> list[dict[str, np.ndarray]]:
+        # The same seeded random choices in both sessions: the same states.
+        rng = np.random.default_rng(21)
+        seen: list[dict[str, np.ndarray]] = []
+
+        def record(obs: dict[str, np.ndarray]) -> np.ndarray:
+            seen.append({k: np.array(v) for k, v in obs.items()})
+            return np.array([rng.choice(np.flatnonzero(obs["action_mask"]))], np.int64)
+
+        drive_compiler(
+            ["llc-22", "-O2", f"-load-pass-plugin={built_plugin('llc')}", "-regalloc=mlbridge",
+             "-mlbridge-regalloc-split", "-mlbridge-regalloc-runner=pipe",
+             "-mlbridge-regalloc-channel={base}", *options, str(pressure_ll),
+             "-o", str(tmp_path / "out.s")],
+            record, serdes="bitstream", timeout=120, require_end=True,
+        )  # fmt: skip
+        return seen
+
+    whole = session()
+    narrowed = session(f"-mlbridge-regalloc-message-rounds={rounds}")
+    assert len(whole) == len(narrowed) > 50
+    assert {int(o["agent"][0]) for o in whole} == {0, 1, 2}
+    left_out = 0
+    for full, sent in zip(whole, narrowed, strict=True):
+        expected = _edges_within(full, rounds)
+        assert np.array_equal(sent["edges"].reshape(-1, 2), expected)
+        left_out += len(full["edges"].reshape(-1, 2)) - len(expected)
+        assert np.array_equal(sent["node_features"], full["node_features"])
+        # The model reads nothing it was not sent: the same scores where legal.
+        legal = full["action_mask"] != 0
+        with torch.no_grad():
+            a, b = model.logits(full).numpy(), model.logits(sent).numpy()
+        np.testing.assert_allclose(a[legal], b[legal], rtol=1e-5, atol=1e-5)
+        assert model.act(full) == model.act(sent)
+    assert left_out > 0
+
+
+def test_the_export_declares_its_rounds_of_message_passing(exported: Path) -> None:
+    props = {p.key: p.value for p in onnx.load(str(exported)).metadata_props}
+    assert props == {MESSAGE_ROUNDS_METADATA: "2"}
+
+
+def test_in_process_the_declared_rounds_allocate_as_every_edge_does(
+    split_policy_gnn: RegallocGNN, pressure_ll: Path, tmp_path: Path
+) -> None:
+    declared = split_policy_gnn.to_onnx(tmp_path / "declared.onnx")
+    model = onnx.load(str(declared))
+    del model.metadata_props[:]
+    onnx.save(model, str(tmp_path / "every-edge.onnx"))
+    objects = []
+    for name in ("declared.onnx", "every-edge.onnx"):
+        out = tmp_path / f"{name}.o"
+        subprocess.run(
+            ["llc-22", "-O2", "-filetype=obj", f"-load-pass-plugin={built_plugin('llc')}",
+             "-regalloc=mlbridge", "-mlbridge-regalloc-split", "-verify-machineinstrs",
+             f"-mlbridge-regalloc-model={tmp_path / name}", str(pressure_ll), "-o", str(out)],
+            check=True, timeout=120,
+        )  # fmt: skip
+        objects.append(out.read_bytes())
+    assert objects[0] == objects[1]
+
+
+def test_fewer_rounds_than_the_model_declares_is_an_error_naming_both(
+    exported: Path, pressure_ll: Path, tmp_path: Path
+) -> None:
+    run = subprocess.run(
+        ["llc-22", "-O2", f"-load-pass-plugin={built_plugin('llc')}", "-regalloc=mlbridge",
+         f"-mlbridge-regalloc-model={exported}", "-mlbridge-regalloc-message-rounds=1",
+         str(pressure_ll), "-o", str(tmp_path / "out.s")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert "queries with the edges of 1 rounds of messages" in run.stderr
+    assert f"it passes 2 (its metadata '{MESSAGE_ROUNDS_METADATA}')" in run.stderr
+    assert "ask for at least 2" in run.stderr
+    assert run.stderr.count("mlbridge-regalloc:") == 1
 
 
 def test_the_allocators_degree_column_counts_each_nodes_edges(

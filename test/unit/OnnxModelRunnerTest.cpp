@@ -110,6 +110,23 @@ TEST(OnnxModelRunnerTest, LoadedModelDescribesItsInputsAndOutputs) {
   EXPECT_EQ(Dyn->inputs()[0], createSpec<float>("x", {DynamicDim}));
 }
 
+TEST(OnnxModelRunnerTest, ModelMetadataIsReadByKey) {
+  ASSERT_VALUE(Runner, OnnxModelRunner::create(
+                           modelPath("multi_input.onnx"), multiInputFeatures(),
+                           createSpec<float>("score", {1})));
+  EXPECT_EQ(Runner->modelMetadata("test.weights"),
+            std::optional<std::string>("1 10 100 1000"));
+  EXPECT_EQ(Runner->modelMetadata("test.empty"),
+            std::optional<std::string>(""));
+  EXPECT_EQ(Runner->modelMetadata("test.absent"), std::nullopt);
+
+  ASSERT_VALUE(None,
+               OnnxModelRunner::create(modelPath("dynamic_scale.onnx"),
+                                       {createSpec<float>("x", {DynamicDim})},
+                                       createSpec<float>("y", {DynamicDim})));
+  EXPECT_EQ(None->modelMetadata("test.weights"), std::nullopt);
+}
+
 TEST(OnnxModelRunnerTest, EveryInputIsFedByName) {
   ASSERT_VALUE(Runner, OnnxModelRunner::create(
                            modelPath("multi_input.onnx"), multiInputFeatures(),
@@ -431,6 +448,9 @@ TEST_F(OrtFormatCopyTest, CopyIsReadInsteadOfTheModel) {
   // multi_input's inputs, not dynamic_scale's.
   EXPECT_EQ(Loaded->inputs().size(), 3u);
   EXPECT_EQ(Loaded->inputs()[0], createSpec<double>("c", {1}));
+  // The copy keeps the model's metadata.
+  EXPECT_EQ(Loaded->metadata("test.weights"),
+            std::optional<std::string>("1 10 100 1000"));
 }
 
 TEST_F(OrtFormatCopyTest, CopyOlderThanTheModelIsIgnored) {

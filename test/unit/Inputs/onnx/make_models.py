@@ -36,9 +36,11 @@ ELEMENT_TYPES = {
 }
 
 
-def _save(graph: onnx.GraphProto, path: Path) -> None:
+def _save(graph: onnx.GraphProto, path: Path, metadata: dict[str, str] | None = None) -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = IR_VERSION
+    if metadata:
+        helper.set_model_props(model, metadata)
     onnx.checker.check_model(model, full_check=True)
     onnx.save(model, str(path))
 
@@ -52,7 +54,8 @@ def _const(name: str, array: np.ndarray) -> onnx.TensorProto:
 
 
 def multi_input(out: Path) -> None:
-    """score = a + 10*b[0] + 100*b[1] + 1000*c, inputs declared as (c, a, b)."""
+    """score = a + 10*b[0] + 100*b[1] + 1000*c, inputs declared as (c, a, b); two entries
+    of metadata (metadata_props), one of them empty."""
     nodes = [
         helper.make_node("Cast", ["a"], ["a_f"], to=TensorProto.FLOAT),
         helper.make_node("Cast", ["c"], ["c_f"], to=TensorProto.FLOAT),
@@ -76,7 +79,7 @@ def multi_input(out: Path) -> None:
             _const("c_w", np.array([1000.0], dtype=np.float32)),
         ],
     )
-    _save(graph, out / "multi_input.onnx")
+    _save(graph, out / "multi_input.onnx", {"test.weights": "1 10 100 1000", "test.empty": ""})
 
 
 def identities(out: Path) -> None:
