@@ -19,9 +19,9 @@ def _to_onnx(out: Path) -> None:
     RegallocGNN.load(_POLICY).to_onnx(out)
 
 
-#: The shipped register-allocation agents. Only an ONNX form: the model's ``If`` on the
-#: agent is control flow, which neither ``mlbridge compile`` (native) nor TensorFlow's AOT
-#: path (no string feature) takes.
+#: The shipped register-allocation agents. Only an ONNX form: every query has its own
+#: graph sizes, and neither ``mlbridge compile`` (native: one shared dynamic batch, no
+#: ``If``) nor TensorFlow's AOT path (static shapes only) takes such a model.
 BUILTIN_MODELS: tuple[BuiltinModel, ...] = (
     BuiltinModel(
         name="regalloc-split",

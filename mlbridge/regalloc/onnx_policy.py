@@ -9,8 +9,8 @@ first free register, else the cheapest eviction, else spilling) or the split bra
 -mlbridge-regalloc-model=<file>.onnx`` then decides in-process through ONNX Runtime and
 makes the built-in policy's allocation. It is the reference the trained agents' graphs
 are checked against, and a template for them; it is not compiled natively (``mlbridge
-compile`` has no ``If``) and has no TF AOT form (TensorFlow's AOT path takes no string
-feature).
+compile`` has no ``If``, and one shared dynamic batch where the queries' sizes vary on
+their own) and has no TF AOT form (TensorFlow's AOT path takes static shapes only).
 """
 
 from __future__ import annotations
