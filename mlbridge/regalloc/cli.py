@@ -62,9 +62,10 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
             "trained model in-process. Writes policy.json, agent.onnx, metrics.json and "
             "learning-curve.png to the output folder, with the run's checkpoints and "
             "TensorBoard event files (docs/ml-regalloc.md, 'Training'). --algorithm "
-            "rllib-ppo trains one policy per agent with RLlib's multi-agent PPO instead (no "
-            "warm start; the episodes run in RLlib's env runners on Ray) and writes "
-            "priority.json and coloring.json for policy.json."
+            "rllib-ppo trains one policy per agent with RLlib's multi-agent PPO instead (a "
+            "warm start only from --init-policy; the episodes run in RLlib's env runners on "
+            "Ray) and writes priority.json, coloring.json and, with --split, split.json for "
+            "policy.json, all three exported together."
         ),
     )
     p.add_argument(
@@ -441,7 +442,7 @@ def run_train(args: argparse.Namespace) -> int:
                     checkpoint_every=args.checkpoint_every,
                     resume=args.resume,
                 )
-                policy, coloring = trained.priority, trained.coloring
+                policy, coloring, splitter = trained.priority, trained.coloring, trained.split
                 history, samples = trained.history, trained.samples
                 config_record: dict[str, Any] = {"algorithm": args.algorithm, **vars(settings)}
             else:
@@ -481,18 +482,21 @@ def run_train(args: argparse.Namespace) -> int:
                     resume=args.resume,
                     metrics=metrics_log,
                 )
-                coloring = None
+                coloring = splitter = None
                 config_record = vars(config)
         train_seconds = time.perf_counter() - started
         if coloring is None:
             policy.save(out / "policy.json")
         else:
-            # Two networks (one per agent): no single policy.json.
-            written[0:1] = [out / "priority.json", out / "coloring.json"]
-            policy.save(written[0])
-            coloring.save(written[1])
-        onnx_path = policy.to_onnx(out / "agent.onnx", coloring)
-        agree, checked = agreement(policy, onnx_path, samples, coloring)
+            # One network per agent: no single policy.json.
+            networks = [(out / "priority.json", policy), (out / "coloring.json", coloring)]
+            if splitter is not None:
+                networks.append((out / "split.json", splitter))
+            written[0:1] = [path for path, _ in networks]
+            for path, network in networks:
+                network.save(path)
+        onnx_path = policy.to_onnx(out / "agent.onnx", coloring, splitter)
+        agree, checked = agreement(policy, onnx_path, samples, coloring, splitter)
         stderr_log(
             f"the ONNX model answers as the PyTorch policy on {agree * 100:.2f}% of {checked} "
             "recorded observations"
@@ -517,8 +521,7 @@ def run_train(args: argparse.Namespace) -> int:
                 plugin=plugin,
                 jobs=min(workers, os.cpu_count() or 1),
                 log=stderr_log,
-                # rllib-ppo's export has no split agent.
-                split=args.split and not ppo,
+                split=args.split,
             )
             summary = summarize_heldout(rows)
             metrics["heldout"] = {"summary": summary, "modules": [vars(r) for r in rows]}

@@ -657,7 +657,12 @@ class RegallocGNN(torch.nn.Module):
             raise MLBridgeError(f"cannot read the register-allocation policy {path}: {e}") from None
         return cls.from_json(data, str(path))
 
-    def to_onnx(self, path: str | Path, coloring: RegallocGNN | None = None) -> Path:
+    def to_onnx(
+        self,
+        path: str | Path,
+        coloring: RegallocGNN | None = None,
+        split: RegallocGNN | None = None,
+    ) -> Path:
         """Exports the deterministic policy as one ONNX model over the whole interface.
 
         The inputs are :func:`~mlbridge.regalloc.interface.feature_specs` (the unused
@@ -673,10 +678,12 @@ class RegallocGNN(torch.nn.Module):
             path: Where to write the model.
             coloring: Another policy whose coloring head (and trunk) the coloring branch
                 runs (agents trained apart, e.g. by multi-agent PPO); default this one.
+            split: Another policy, with :attr:`split`, whose split heads (and trunk) the
+                split branch runs; default this one.
         """
         import onnx
 
-        model = onnx_model(self, coloring)
+        model = onnx_model(self, coloring, split)
         out = Path(path)
         onnx.save(model, str(out))
         return out
@@ -766,19 +773,28 @@ def _export_branch(module: torch.nn.Module, inputs: dict[str, torch.Tensor], pre
     return branch
 
 
-def onnx_model(policy: RegallocGNN, coloring_policy: RegallocGNN | None = None) -> Any:
+def onnx_model(
+    policy: RegallocGNN,
+    coloring_policy: RegallocGNN | None = None,
+    split_policy: RegallocGNN | None = None,
+) -> Any:
     """The deterministic ``policy`` as an ``onnx.ModelProto`` (see :meth:`RegallocGNN.to_onnx`).
 
     The coloring branch is ``coloring_policy``'s if given (its own trunk and coloring
-    head), else ``policy``'s.
+    head), else ``policy``'s; the split branch ``split_policy``'s if given, else
+    ``policy``'s (spilling if that has no split agent).
     """
     import onnx
     from onnx import TensorProto, helper
 
     colorer = coloring_policy if coloring_policy is not None else policy
-    was_training = policy.training, colorer.training
-    policy.eval()
-    colorer.eval()
+    splitter = split_policy if split_policy is not None else policy
+    if split_policy is not None and not split_policy.split:
+        raise ValueError("split_policy has no split agent (RegallocGNN(split=True))")
+    agents = [policy, colorer, splitter]
+    was_training = [a.training for a in agents]
+    for a in agents:
+        a.eval()
     # Example sizes above 1, so that tracing takes no dimension for a broadcast one.
     n, e, r = 4, 3, 3
     example = {
@@ -804,7 +820,7 @@ def onnx_model(policy: RegallocGNN, coloring_policy: RegallocGNN | None = None) 
         )
         split = (
             _export_branch(
-                _SplitExport(policy),
+                _SplitExport(splitter),
                 {
                     "node_features": example["node_features"],
                     "edges": example["edges"],
@@ -814,12 +830,12 @@ def onnx_model(policy: RegallocGNN, coloring_policy: RegallocGNN | None = None) 
                 },
                 "split/",
             )
-            if policy.split
+            if splitter.split
             else None
         )
     finally:
-        policy.train(was_training[0])
-        colorer.train(was_training[1])
+        for a, was in zip(agents, was_training, strict=True):
+            a.train(was)
     types = {
         ElementType.INT64: TensorProto.INT64,
         ElementType.FLOAT: TensorProto.FLOAT,
@@ -887,9 +903,8 @@ def onnx_model(policy: RegallocGNN, coloring_policy: RegallocGNN | None = None) 
     model.ir_version = IR_VERSION
     # Every decision reads only the embeddings of the nodes it is about (the queued ones,
     # or ``node``), so the allocator may leave out the edges that cannot reach them.
-    helper.set_model_props(
-        model, {MESSAGE_ROUNDS_METADATA: str(max(policy.rounds, colorer.rounds))}
-    )
+    rounds = max(a.rounds for a in (policy, colorer, *([splitter] if split else [])))
+    helper.set_model_props(model, {MESSAGE_ROUNDS_METADATA: str(rounds)})
     onnx.checker.check_model(model, full_check=True)
     return model
 
@@ -1065,11 +1080,12 @@ def agreement(
     onnx_path: str | Path,
     samples: Sequence[Obs],
     coloring: RegallocGNN | None = None,
+    split: RegallocGNN | None = None,
 ) -> tuple[float, int]:
     """How often the exported model answers as the PyTorch policy's argmax on ``samples``.
 
-    With ``coloring`` (the model of :meth:`RegallocGNN.to_onnx` with ``coloring``), that
-    policy answers the coloring samples.
+    With ``coloring`` or ``split`` (the model of :meth:`RegallocGNN.to_onnx` with them),
+    that policy answers the coloring or split samples.
 
     Returns:
         The fraction of equal decisions, and the number of samples.
@@ -1086,7 +1102,11 @@ def agreement(
     for s in samples:
         (got,) = session.run([ADVICE], onnx_feeds(s))
         agent = int(np.asarray(s["agent"]).reshape(-1)[0])
-        who = coloring if coloring is not None and agent == Agent.COLORING else policy
+        who = policy
+        if coloring is not None and agent == Agent.COLORING:
+            who = coloring
+        elif split is not None and agent == Agent.SPLIT:
+            who = split
         equal += int(int(np.asarray(got).reshape(-1)[0]) == who.act(s))
     return equal / len(samples), len(samples)
 

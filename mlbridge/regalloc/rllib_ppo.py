@@ -30,18 +30,17 @@ one llc run per episode:
 * **The RLModules** (:class:`RegallocAgentRLModule`) each hold a
   :class:`~mlbridge.regalloc.gnn.RegallocGNN` over the padded graph (the padded graphs of
   a batch as one disjoint union): the priority agent's logits are its priority head's,
-  the coloring agent's its coloring head's, the split agent's a block head's beside the
-  same trunk; illegal and padded actions get
+  the coloring agent's its coloring head's, the split agent's its split heads' (a
+  ``RegallocGNN`` with ``split``); illegal and padded actions get
   :data:`~mlbridge.regalloc.gnn.ILLEGAL_SCORE` (finite: a softmax gives them probability
   0 without NaNs in the entropy). A value network reads the mean node embedding (and the
   acting live range's).
 
-After training, the priority and coloring modules' networks are copied into two
-:class:`RegallocGNN` (``priority.json``, ``coloring.json``) and exported together as one
-ONNX model (:func:`mlbridge.regalloc.gnn.onnx_model`), the form ``-mlbridge-regalloc-model``
-runs in-process. The split agent has no ONNX head: the exported model spills where it
-would act (as the basic policy does); its weights stay in RLlib's checkpoints. PPO starts
-from random policies: there is no warm start by behaviour cloning.
+After training, the modules' networks are copied into one :class:`RegallocGNN` per agent
+(``priority.json``, ``coloring.json`` and, with ``split``, ``split.json``) and exported
+together as one ONNX model (:func:`mlbridge.regalloc.gnn.onnx_model`, each agent's branch
+running its own network), the form ``-mlbridge-regalloc-model`` runs in-process. PPO
+starts from random policies, or from a ``policy.json`` (``--init-policy``).
 """
 
 from __future__ import annotations
@@ -66,7 +65,7 @@ import torch
 from mlbridge.compiler.pipe import drive_compiler
 from mlbridge.errors import MLBridgeError
 from mlbridge.progress import track
-from mlbridge.regalloc.gnn import ILLEGAL_SCORE, RegallocGNN, register_inputs
+from mlbridge.regalloc.gnn import ILLEGAL_SCORE, RegallocGNN, block_inputs, register_inputs
 from mlbridge.regalloc.interface import (
     BLOCK_FEATURES,
     MASK,
@@ -551,11 +550,6 @@ class RLlibRegallocEnv(MultiAgentEnv):
 # -- the RLModules -------------------------------------------------------------------------
 
 
-def _block_inputs(block_features: torch.Tensor) -> torch.Tensor:
-    """The split head's transform of raw ``block_features`` [S, 7]: ``log1p`` of each."""
-    return torch.log1p(torch.relu(block_features))
-
-
 class RegallocAgentRLModule(TorchRLModule, ValueFunctionAPI):
     """One agent's RLModule: a :class:`RegallocGNN` over the padded graph, and a value network.
 
@@ -563,25 +557,22 @@ class RegallocAgentRLModule(TorchRLModule, ValueFunctionAPI):
     ``rounds`` (the graph network's). The observation space is the agent's of
     :func:`observation_spaces`. The logits are ``gnn``'s priority head's (one per padded
     node) or coloring head's (one per padded register, then spilling); the split agent's
-    come from ``block_head`` (one per padded block, from the live range's and the block's
-    features) and ``gnn``'s spill head. Padded and illegal actions score
+    are its split heads' (one per padded block, then spilling), as ``RegallocGNN`` with
+    ``split`` scores a split query, so that the network exports as it is. Padded and
+    illegal actions score
     :data:`~mlbridge.regalloc.gnn.ILLEGAL_SCORE`.
     """
 
     def setup(self) -> None:
-        """Builds the graph network (``gnn``), the split head and the value network (``vf``)."""
+        """Builds the graph network (``gnn``; the split agent's has split heads) and ``vf``."""
         self.agent = str(self.model_config.get("agent", "priority"))
         if self.agent not in AGENT_IDS:
             raise ValueError(f"unknown agent {self.agent!r} (one of {', '.join(AGENT_IDS)})")
         hidden = int(self.model_config.get("hidden", 32))
-        self.gnn = RegallocGNN(hidden, int(self.model_config.get("rounds", 2)))
+        self.gnn = RegallocGNN(
+            hidden, int(self.model_config.get("rounds", 2)), split=self.agent == "split"
+        )
         width = hidden + len(NODE_FEATURES) + 1  # RegallocGNN.embed's [h, x]
-        if self.agent == "split":
-            self.block_head = torch.nn.Sequential(
-                torch.nn.Linear(width + len(BLOCK_FEATURES), hidden),
-                torch.nn.ReLU(),
-                torch.nn.Linear(hidden, 1),
-            )
         self.vf = torch.nn.Sequential(
             torch.nn.Linear(2 * width, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1)
         )
@@ -611,9 +602,10 @@ class RegallocAgentRLModule(TorchRLModule, ValueFunctionAPI):
             flat = cand.reshape(b * c, -1)
             if self.agent == "coloring":
                 chosen = self.gnn.register_scores(rows, register_inputs(flat))
+                spill = self.gnn.spill_head(zv)
             else:
-                chosen = self.block_head(torch.cat([rows, _block_inputs(flat)], dim=1)).squeeze(1)
-            spill = self.gnn.spill_head(zv)
+                chosen = self.gnn.block_scores(rows, block_inputs(flat))
+                spill = self.gnn.split_spill_head(zv)
             scores = torch.cat([chosen.reshape(b, c), spill], dim=1)
         mask = obs[MASK]
         logits = torch.where(mask > 0, scores, torch.full_like(scores, ILLEGAL_SCORE))
@@ -657,7 +649,7 @@ def gnn_of_weights(weights: Mapping[str, Any], metadata: dict[str, Any]) -> Rega
         raise RegallocTrainError(f"the RLModule's weights have no graph network: {sorted(weights)}")
     hidden = int(np.asarray(net["encoder.0.weight"]).shape[0])
     rounds = sum(1 for k in net if k.startswith("self_layers.") and k.endswith(".weight"))
-    gnn = RegallocGNN(hidden, rounds, metadata)
+    gnn = RegallocGNN(hidden, rounds, metadata, split="block_head.0.weight" in net)
     gnn.load_state_dict(
         {k: torch.as_tensor(np.asarray(v), dtype=torch.float32) for k, v in net.items()}
     )
@@ -750,13 +742,14 @@ def prepare_modules(
 def _greedy_rollouts(
     priority: RegallocGNN,
     coloring: RegallocGNN,
+    split: RegallocGNN | None,
     modules: Sequence[Path],
     basic: Sequence[Mapping[str, FunctionCost]],
     settings: RegallocPPOSettings,
     plugin: Path,
     folder: Path,
 ) -> tuple[list[dict[str, Any]], float, float]:
-    """The deterministic agents (split: spilling) over the pipe on ``modules``, in this process.
+    """The deterministic agents over the pipe on ``modules``, in this process.
 
     Returns the observations (the export check's samples), the total ``SpillReloadCost``
     and the basic policy's on the same functions.
@@ -769,7 +762,9 @@ def _greedy_rollouts(
             return priority.act(obs)
         if agent == Agent.COLORING:
             return coloring.act(obs)
-        return int(np.asarray(obs[MASK]).reshape(-1).shape[0]) - 1  # as the ONNX model
+        if split is not None:
+            return split.act(obs)
+        return int(np.asarray(obs[MASK]).reshape(-1).shape[0]) - 1  # spilling, as the export
 
     samples: list[dict[str, Any]] = []
     cost = base = 0.0
@@ -783,6 +778,7 @@ def _greedy_rollouts(
             rng=np.random.default_rng(0),
             max_decisions=settings.max_decisions,
             timeout=settings.timeout,
+            split=split is not None,
         )
         for observations in done.observations.values():
             samples.extend(observations)
@@ -798,12 +794,14 @@ class RegallocPPOResult:
     Attributes:
         priority: The priority agent's network (eval mode).
         coloring: The coloring agent's.
+        split: The split agent's (a ``RegallocGNN`` with ``split``), if it acted.
         history: Per iteration RLlib's numbers, the env runners' nodes, the greedy check.
         samples: Observations of the final greedy episodes (the ONNX export's check).
     """
 
     priority: RegallocGNN
     coloring: RegallocGNN
+    split: RegallocGNN | None
     history: dict[str, Any]
     samples: list[dict[str, Any]]
 
@@ -905,7 +903,7 @@ def train_regalloc_ppo(
                     _start_from(algo, settings, say)
                 history = _train(algo, settings, say, log, metrics, checkpoints,
                                  checkpoint_every, resume)  # fmt: skip
-                weights = algo.learner_group.get_weights(["priority", "coloring"])
+                weights = algo.learner_group.get_weights(list(settings.agents))
             finally:
                 algo.stop()
         meta = {
@@ -916,6 +914,9 @@ def train_regalloc_ppo(
         }
         priority = gnn_of_weights(weights["priority"], {**meta, "agent": "priority"})
         coloring = gnn_of_weights(weights["coloring"], {**meta, "agent": "coloring"})
+        split = (
+            gnn_of_weights(weights["split"], {**meta, "agent": "split"}) if settings.split else None
+        )
         picked: list[int] = []
         if check_modules > 0:
             picked = list(
@@ -924,7 +925,7 @@ def train_regalloc_ppo(
         samples: list[dict[str, Any]] = []
         if picked:
             samples, cost, base = _greedy_rollouts(
-                priority, coloring, [modules[i] for i in picked], [basic[i] for i in picked],
+                priority, coloring, split, [modules[i] for i in picked], [basic[i] for i in picked],
                 settings, plugin_path, work,
             )  # fmt: skip
             top = max(cost, base)
@@ -939,7 +940,7 @@ def train_regalloc_ppo(
                 f"the final deterministic agents on {len(picked)} training modules: "
                 f"SpillReloadCost {cost:.0f} against the basic policy's {base:.0f}"
             )
-    return RegallocPPOResult(priority, coloring, history, samples)
+    return RegallocPPOResult(priority, coloring, split, history, samples)
 
 
 def load_init_policy(settings: RegallocPPOSettings) -> RegallocGNN | None:
@@ -968,20 +969,20 @@ def _start_from(algo: Any, settings: RegallocPPOSettings, say: Callable[[str], N
     weights = algo.learner_group.get_weights(agents)
     start = {f"gnn.{k}": v.detach().cpu().numpy() for k, v in policy.state_dict().items()}
     for agent in agents:
-        # A policy.json trained with --split also has its own split heads; each RLModule's
-        # split agent has a block head of its own (from random), so only the shared
-        # network's weights are taken.
+        # Each module takes the weights it has: the split agent's also the split heads of
+        # a policy.json trained with --split (else they start from random).
         mine = weights[agent]
         weights[agent] = {**mine, **{k: v for k, v in start.items() if k in mine}}
     algo.learner_group.set_weights(weights)
     algo.env_runner_group.sync_weights(
         from_worker_or_learner_group=algo.learner_group, inference_only=True
     )
+    heads = "" if not settings.split else (
+        ", the split agent's split heads too" if policy.split
+        else "; the split agent's split heads from random: it has none"
+    )  # fmt: skip
     say(
-        f"every agent's graph network starts from {settings.init_policy} (the split agent's "
-        "block head and the value networks from random)"
-        if settings.split
-        else f"every agent's graph network starts from {settings.init_policy} (the value "
+        f"every agent's graph network starts from {settings.init_policy}{heads} (the value "
         "networks from random)"
     )
 

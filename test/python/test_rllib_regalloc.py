@@ -24,7 +24,8 @@ import torch
 from conftest import REPO, built_plugin
 from test_ray_training import VECTORS, job_env, make_corpus, scalars
 
-from mlbridge.regalloc.gnn import RegallocGNN
+from mlbridge.compiler.pipe import drive_compiler
+from mlbridge.regalloc.gnn import RegallocGNN, agreement
 from mlbridge.regalloc.interface import BLOCK_FEATURES, MASK
 from mlbridge.training.pool import SharedFile, _share_local
 
@@ -59,8 +60,8 @@ def ppo_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pat
     """The job on 2 env runners, one iteration, then resumed for a second: (folder, stderr).
 
     Its agents start from a random ``RegallocGNN``'s weights (``init.json`` beside it), one
-    with a split agent, as ``mlbridge train regalloc --split`` writes (its split heads are
-    not taken: each RLModule's split agent has its own).
+    with a split agent, as ``mlbridge train regalloc --split`` writes (the split agent takes
+    its split heads too).
 
     The stderr is the resumed job's.
     """
@@ -108,19 +109,29 @@ def test_each_agent_is_trained_by_its_own_policy(ppo_run):
     ]
     priority = RegallocGNN.load(out / "priority.json")
     coloring = RegallocGNN.load(out / "coloring.json")
-    assert (priority.metadata["agent"], coloring.metadata["agent"]) == ("priority", "coloring")
+    split = RegallocGNN.load(out / "split.json")
+    assert [n.metadata["agent"] for n in (priority, coloring, split)] == [
+        "priority",
+        "coloring",
+        "split",
+    ]
     assert "rllib-ppo" in priority.metadata["trainer"]
-    # Trained apart: the two networks differ.
+    assert split.split and not priority.split and not coloring.split
+    # Trained apart: the networks differ.
     assert not torch.equal(priority.encoder[0].weight, coloring.encoder[0].weight)
+    assert not torch.equal(coloring.encoder[0].weight, split.encoder[0].weight)
 
 
 def test_the_agents_start_from_the_init_policy(ppo_run):
     out, _ = ppo_run
     init = RegallocGNN.load(out.parent / "init.json").state_dict()
-    for agent in ("priority", "coloring"):
+    for agent in ("priority", "coloring", "split"):
         trained = RegallocGNN.load(out / f"{agent}.json").state_dict()
         # Two iterations of small Adam steps move each weight by far less than 0.05.
-        assert set(trained) < set(init)  # all but the split heads
+        if agent == "split":
+            assert set(trained) == set(init)  # the split heads too
+        else:
+            assert set(trained) < set(init)  # all but the split heads
         for name, weight in trained.items():
             torch.testing.assert_close(weight, init[name], rtol=0, atol=0.05)
         assert any(not torch.equal(trained[k], init[k]) for k in trained)
@@ -153,7 +164,9 @@ def test_the_reward_is_recorded_per_iteration(ppo_run):
     assert (out / "learning-curve.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_the_exported_agents_allocate_inside_llc_past_the_verifier(ppo_run, tmp_path: Path):
+def test_the_export_answers_as_each_agents_network_and_allocates_past_the_verifier(
+    ppo_run, tmp_path: Path
+):
     out, _ = ppo_run
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["export_agreement"]["fraction"] == 1.0
@@ -162,10 +175,31 @@ def test_the_exported_agents_allocate_inside_llc_past_the_verifier(ppo_run, tmp_
     subprocess.run(
         ["clang-22", "-O2", "-S", "-emit-llvm", str(PRESSURE), "-o", str(ll)], check=True
     )
+    # The export runs each agent's own network, the split agent's too: on the queries of a
+    # session of random choices with the split agent acting, it answers as each network.
+    networks = [RegallocGNN.load(out / f"{a}.json") for a in ("priority", "coloring", "split")]
+    rng = np.random.default_rng(3)
+    samples: list[dict[str, np.ndarray]] = []
+
+    def record(obs: dict[str, np.ndarray]) -> np.ndarray:
+        samples.append({k: np.array(v) for k, v in obs.items()})
+        return np.array([rng.choice(np.flatnonzero(obs[MASK]))], np.int64)
+
+    drive_compiler(
+        ["llc-22", "-O2", f"-load-pass-plugin={built_plugin('llc')}", "-regalloc=mlbridge",
+         "-mlbridge-regalloc-split", "-mlbridge-regalloc-runner=pipe",
+         "-mlbridge-regalloc-channel={base}", str(ll), "-o", str(tmp_path / "random.s")],
+        record, serdes="bitstream", timeout=120, require_end=True,
+    )  # fmt: skip
+    splits = [s for s in samples if int(s["agent"][0]) == 2]
+    assert splits and any(networks[2].act(s) != len(s[MASK]) - 1 for s in splits)
+    priority, coloring, split = networks
+    assert agreement(priority, out / "agent.onnx", samples, coloring, split) == (1.0, len(samples))
     asm = tmp_path / "out.s"
     run = subprocess.run(
         ["llc-22", "-O2", "-relocation-model=pic", f"-load-pass-plugin={built_plugin('llc')}",
-         "-regalloc=mlbridge", f"-mlbridge-regalloc-model={out / 'agent.onnx'}",
+         "-regalloc=mlbridge", "-mlbridge-regalloc-split",
+         f"-mlbridge-regalloc-model={out / 'agent.onnx'}",
          "-verify-machineinstrs", str(ll), "-o", str(asm)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -354,8 +388,8 @@ def test_the_rlmodule_scores_the_padded_query_as_the_graph_network_and_masks_pad
     assert (logits[np.flatnonzero(padded[MASK] == 0)] <= -1e8).all()
     if agent == "split":
         assert legal.tolist() == [0, 2, 3, settings.max_blocks]  # blocks, then spilling
-        return
     gnn = gnn_of_weights(module.state_dict(), {})
+    assert gnn.split == (agent == "split")
     with torch.no_grad():
         expected = gnn.logits(raw)
     unpadded = logits[:n] if agent == "priority" else torch.cat([logits[:c], logits[-1:]])
