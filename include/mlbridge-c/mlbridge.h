@@ -295,6 +295,20 @@ mlbridge_status mlbridge_runner_switch_context(mlbridge_runner *runner,
  */
 mlbridge_status mlbridge_runner_finish(mlbridge_runner *runner);
 
+/**
+ * Copies the value the runner's model declares about itself under `key` (an
+ * ONNX model's metadata_props, such as "mlbridge.regalloc.message_rounds")
+ * into `out`, NUL-terminated, which holds `capacity` bytes. `*out_length`
+ * receives the value's length without the NUL, also when the buffer is too
+ * small (MLBRIDGE_ERROR_BUFFER_TOO_SMALL). `*found` is 1 if the model
+ * declares `key`, else 0 (and `*out_length` 0): the model says nothing, or
+ * the runner cannot ask it (every runner but the ONNX one).
+ */
+mlbridge_status mlbridge_runner_model_metadata(const mlbridge_runner *runner,
+                                               const char *key, char *out,
+                                               size_t capacity,
+                                               size_t *out_length, int *found);
+
 /** Destroys a runner; NULL is ignored. */
 void mlbridge_runner_destroy(mlbridge_runner *runner);
 

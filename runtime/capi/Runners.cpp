@@ -425,6 +425,26 @@ mlbridge_status mlbridge_runner_finish(mlbridge_runner *Runner) {
   return MLBRIDGE_OK;
 }
 
+mlbridge_status mlbridge_runner_model_metadata(const mlbridge_runner *Runner,
+                                               const char *Key, char *Out,
+                                               size_t Capacity,
+                                               size_t *OutLength, int *Found) {
+  if (!Runner || !Key || !OutLength || !Found || (Capacity && !Out))
+    return fail(MLBRIDGE_ERROR_INVALID_ARGUMENT,
+                "null runner, key, output, length or found flag");
+  std::optional<std::string> Value = Runner->Runner->modelMetadata(Key);
+  *Found = Value.has_value();
+  *OutLength = Value ? Value->size() : 0;
+  if (*OutLength + 1 > Capacity)
+    return fail(MLBRIDGE_ERROR_BUFFER_TOO_SMALL,
+                "the value of '" + Twine(Key) + "' has " + Twine(*OutLength) +
+                    " bytes and a NUL, the buffer holds " + Twine(Capacity));
+  if (Value)
+    std::memcpy(Out, Value->data(), Value->size());
+  Out[*OutLength] = '\0';
+  return MLBRIDGE_OK;
+}
+
 void mlbridge_runner_destroy(mlbridge_runner *Runner) {
   std::unique_ptr<mlbridge_runner> Owned(Runner);
 }

@@ -95,6 +95,14 @@ static void testRunner(void) {
   CHECK(Decision == 0);
   CHECK(Calls == 2);
 
+  /* A callback has no model to declare anything. */
+  char Value[8] = "x";
+  size_t Length = 99;
+  int Found = -1;
+  CHECK(mlbridge_runner_model_metadata(Runner, "any", Value, sizeof(Value),
+                                       &Length, &Found) == MLBRIDGE_OK);
+  CHECK(Found == 0 && Length == 0 && Value[0] == '\0');
+
   int64_t Vec[4] = {0, 0, 0, 0};
   size_t N = 0;
   CHECK(mlbridge_runner_evaluate_vector(Runner, MLBRIDGE_INT64, Vec, 4, &N) ==
@@ -670,6 +678,37 @@ static void testOnnxRunner(void) {
           MLBRIDGE_ERROR_TYPE_MISMATCH);
     CHECK(mlbridge_runner_finish(R) == MLBRIDGE_OK); /* nothing to end */
     CHECK(mlbridge_runner_switch_context(R, "f") == MLBRIDGE_OK);
+    mlbridge_runner_destroy(R);
+    R = NULL;
+  }
+
+  /* The model's metadata_props, by key. */
+  CHECK(mlbridge_runner_create_onnx(MultiFeatures, 4, &MultiAdvice, Path, 0,
+                                    &R) == MLBRIDGE_OK);
+  if (R) {
+    char Value[32];
+    size_t Length = 99;
+    int Found = -1;
+    CHECK(mlbridge_runner_model_metadata(R, "test.weights", Value,
+                                         sizeof(Value), &Length,
+                                         &Found) == MLBRIDGE_OK);
+    CHECK(Found == 1 && Length == 13 && strcmp(Value, "1 10 100 1000") == 0);
+    CHECK(mlbridge_runner_model_metadata(R, "test.empty", Value, sizeof(Value),
+                                         &Length, &Found) == MLBRIDGE_OK);
+    CHECK(Found == 1 && Length == 0 && Value[0] == '\0');
+    CHECK(mlbridge_runner_model_metadata(R, "test.absent", Value, sizeof(Value),
+                                         &Length, &Found) == MLBRIDGE_OK);
+    CHECK(Found == 0 && Length == 0 && Value[0] == '\0');
+    /* The length is given, also when the buffer is too small (no room for
+       the NUL). */
+    CHECK(mlbridge_runner_model_metadata(R, "test.weights", Value, 13, &Length,
+                                         &Found) ==
+          MLBRIDGE_ERROR_BUFFER_TOO_SMALL);
+    CHECK(Found == 1 && Length == 13);
+    CHECK(strstr(mlbridge_last_error(), "buffer holds 13") != NULL);
+    CHECK(mlbridge_runner_model_metadata(R, NULL, Value, sizeof(Value), &Length,
+                                         &Found) ==
+          MLBRIDGE_ERROR_INVALID_ARGUMENT);
     mlbridge_runner_destroy(R);
     R = NULL;
   }
