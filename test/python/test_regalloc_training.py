@@ -446,6 +446,27 @@ def test_fewer_rounds_than_the_model_declares_is_an_error_naming_both(
     assert run.stderr.count("mlbridge-regalloc:") == 1
 
 
+def test_a_model_declaring_rounds_that_are_not_a_number_is_an_error_naming_the_key(
+    exported: Path, pressure_ll: Path, tmp_path: Path
+) -> None:
+    model = onnx.load(str(exported))
+    (prop,) = model.metadata_props
+    prop.value = "two"
+    onnx.save(model, str(tmp_path / "bad.onnx"))
+    run = subprocess.run(
+        ["llc-22", "-O2", f"-load-pass-plugin={built_plugin('llc')}", "-regalloc=mlbridge",
+         f"-mlbridge-regalloc-model={tmp_path / 'bad.onnx'}", str(pressure_ll),
+         "-o", str(tmp_path / "out.s")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert (
+        f"the model's metadata '{MESSAGE_ROUNDS_METADATA}' is 'two', not a number of rounds"
+        in run.stderr
+    )
+    assert "export the model again" in run.stderr
+
+
 def test_the_allocators_degree_column_counts_each_nodes_edges(
     pressure_ll: Path, tmp_path: Path
 ) -> None:
