@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mlbridge._onnxruntime import import_onnxruntime
 from mlbridge.errors import MLBridgeError, SpecError
 
 __all__ = ["ExportMismatchError", "check_export"]
@@ -34,12 +34,7 @@ class ExportMismatchError(MLBridgeError):
 
 
 def _session(path: Path) -> Any:
-    # ONNX Runtime's PyPI builds collect telemetry unless told not to (read once,
-    # at the first session); as the C++ runner does, mlbridge turns it off unless
-    # the user chose otherwise.
-    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-    import onnxruntime as ort
-
+    ort = import_onnxruntime()
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.log_severity_level = 3

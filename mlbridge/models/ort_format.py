@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mlbridge._onnxruntime import import_onnxruntime
+
 __all__ = ["lacks_ort_format_copy", "ort_format_copy_path", "write_ort_format_copy"]
 
 
@@ -40,7 +42,7 @@ def write_ort_format_copy(onnx_path: str | Path) -> Path | None:
         from the ``.onnx``).
     """
     try:
-        import onnxruntime as ort
+        ort = import_onnxruntime()
     except ImportError:
         return None
     source = Path(onnx_path)
@@ -64,7 +66,7 @@ def lacks_ort_format_copy(onnx_path: str | Path) -> bool:
     ``False`` without ONNX Runtime: there is then no copy to make.
     """
     try:
-        import onnxruntime as ort
+        ort = import_onnxruntime()
     except ImportError:
         return False
     return not ort_format_copy_path(onnx_path, ort.__version__).is_file()

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mlbridge._onnxruntime import import_onnxruntime
 from mlbridge.errors import MLBridgeError
 from mlbridge.llvm import find_llvm_tool
 from mlbridge.phase_order.command import (
@@ -1113,10 +1114,7 @@ def agreement(policy: Any, onnx_path: str | Path, samples: Sequence[Obs]) -> tup
     Returns:
         The fraction of equal decisions, and the number of samples.
     """
-    import os
-
-    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-    import onnxruntime as ort
+    ort = import_onnxruntime()
 
     if not samples:
         return 1.0, 0

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from mlbridge._onnxruntime import import_onnxruntime
 from mlbridge.errors import MLBridgeError
 from mlbridge.export.weights import shortest_decimals
 from mlbridge.regalloc.interface import (
@@ -1090,8 +1091,7 @@ def agreement(
     Returns:
         The fraction of equal decisions, and the number of samples.
     """
-    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-    import onnxruntime as ort
+    ort = import_onnxruntime()
 
     if not samples:
         return 1.0, 0

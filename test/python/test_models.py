@@ -7,6 +7,7 @@ reads only their ELF header and their specs sidecar; loading them is the runner'
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -597,3 +598,30 @@ def test_an_onnx_model_onnx_runtime_cannot_load_gets_no_copy(tmp_path: Path) -> 
     onnx.save(model, str(path))
     assert write_ort_format_copy(path) is None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["unknown.onnx"]
+
+
+def test_registering_an_onnx_model_leaves_no_onnx_runtime_telemetry(
+    registry_dir: Path, onnx_file: Path, tmp_path: Path
+) -> None:
+    """ONNX Runtime's session for the ORT-format copy runs with its telemetry off.
+
+    Its PyPI builds otherwise write a device id and an event store under
+    ``~/.cache/Microsoft`` and a session file into ``$TMPDIR`` (outside CI, which turns
+    it off by itself: the variables saying so are removed here).
+    """
+    home, tmp, cwd = (tmp_path / name for name in ("home", "tmp", "cwd"))
+    for folder in (home, tmp, cwd):
+        folder.mkdir()
+    quiet = ("CI", "ORT_DISABLE_TELEMETRY", "ORT_RUNNING_UNIT_TESTS")
+    env = {k: v for k, v in os.environ.items() if k not in quiet}
+    env |= {"HOME": str(home), "TMPDIR": str(tmp), "XDG_CACHE_HOME": str(home / ".cache")}
+    subprocess.run(
+        [sys.executable, "-m", "mlbridge", "models", "register", "p", str(onnx_file)],
+        check=True, timeout=120, cwd=cwd, env=env, capture_output=True,
+    )  # fmt: skip
+    assert (registry_dir / "p" / "policy.onnx").is_file()
+    assert [sorted(p.relative_to(tmp_path) for p in f.rglob("*")) for f in (home, tmp, cwd)] == [
+        [],
+        [],
+        [],
+    ]
