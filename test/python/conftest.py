@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,13 @@ from mlbridge.paths import plugin_path
 
 # Before any test imports onnxruntime: its PyPI builds collect telemetry by default.
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+# Ray keeps each local instance's session folder (logs, sockets) under its temp folder,
+# /tmp/ray by default, after the instance ends; the suite starts dozens (in this process
+# and in the commands it runs), so they go into one folder removed when it ends.
+if "RAY_TMPDIR" not in os.environ:
+    os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="mlbridge-tests-ray-")
+    atexit.register(shutil.rmtree, os.environ["RAY_TMPDIR"], ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[2]
 VECTORS = REPO / "test" / "vectors"
