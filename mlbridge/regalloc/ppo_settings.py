@@ -15,8 +15,10 @@ __all__ = [
     "RegallocPPOSettings",
 ]
 
-#: The ``kind`` of the checkpoints of :func:`mlbridge.regalloc.rllib_ppo.train_regalloc_ppo`.
-CHECKPOINT_KIND = "mlbridge-regalloc-rllib-ppo-1"
+#: The ``kind`` of the checkpoints of :func:`mlbridge.regalloc.rllib_ppo.train_regalloc_ppo`
+#: and their format: 2 since the split agent's RLModule holds a ``RegallocGNN`` with split
+#: heads (format 1's split network does not load into it).
+CHECKPOINT_KIND = "mlbridge-regalloc-rllib-ppo-2"
 
 #: The metric tag of the episodes' mean reward per iteration: the basic policy's
 #: ``SpillReloadCost`` minus the agents', in percent of the larger.

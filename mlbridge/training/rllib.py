@@ -183,8 +183,10 @@ class RLlibCheckpoints:
 
     Args:
         folder: Where the checkpoints go.
-        kind: What trains (``"mlbridge-phase-order-rllib-ppo"``), kept in the state file:
-            another kind's checkpoints are refused.
+        kind: What trains and the checkpoints' format, ``TRAINER-N``
+            (``"mlbridge-phase-order-rllib-ppo-1"``), kept in the state file: another
+            kind's checkpoints are refused, and the same trainer's of another format N
+            with a message saying so (N changes when the RLModules do).
     """
 
     def __init__(self, folder: str | os.PathLike[str], kind: str) -> None:
@@ -242,12 +244,20 @@ class RLlibCheckpoints:
             state = json.loads((path / RLLIB_STATE_FILE).read_text())
         except (OSError, ValueError) as e:
             raise MLBridgeError(f"cannot read the checkpoint {path}: {e}") from None
-        if not isinstance(state, dict) or state.get("kind") != self.kind:
+        kind = state.get("kind") if isinstance(state, dict) else None
+        if kind == self.kind:
+            return state
+        trainer, _, version = self.kind.rpartition("-")
+        theirs, _, their_version = str(kind).rpartition("-")
+        if theirs == trainer and version.isdigit() and their_version.isdigit():
+            # Same trainer, another checkpoint format (its RLModules changed).
             raise MLBridgeError(
-                f"{path} is not a checkpoint of {self.kind} (it says "
-                f"{state.get('kind') if isinstance(state, dict) else None!r})"
+                f"{path} was written by another version of this trainer (checkpoint format "
+                f"{their_version}; this one reads format {version}, whose networks differ): "
+                "that run cannot be continued; start a new run with another --checkpoint-dir, "
+                f"or remove {self.folder}"
             )
-        return state
+        raise MLBridgeError(f"{path} is not a checkpoint of {self.kind} (it says {kind!r})")
 
     def latest(self) -> Path | None:
         """The folder of the highest iteration, or ``None``."""

@@ -223,6 +223,34 @@ def test_a_reinforce_checkpoint_folder_is_refused_by_rllib_ppo(corpus: Path, tmp
     assert f"no checkpoint to resume from in {folder}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("resume", [True, False], ids=["resume", "new-run"])
+def test_a_checkpoint_of_the_former_split_network_says_it_cannot_be_continued(
+    resume: bool, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unfinished run of format 1 (before the split agent was a RegallocGNN)."""
+    from mlbridge.cli import main
+    from mlbridge.training.rllib import RLLIB_STATE_FILE
+
+    folder = tmp_path / "checkpoints"
+    old = folder / "iteration-000002"
+    old.mkdir(parents=True)
+    state = {"kind": "mlbridge-regalloc-rllib-ppo-1", "iteration": 2, "finished": False}
+    (old / RLLIB_STATE_FILE).write_text(json.dumps(state))
+    status = main(
+        ["train", "regalloc", "--algorithm", "rllib-ppo", "-o", str(tmp_path / "out"),
+         "--corpus", str(corpus), "--checkpoint-dir", str(folder),
+         *(["--resume"] if resume else [])]
+    )  # fmt: skip
+    assert status == 1
+    err = capsys.readouterr().err
+    assert (
+        f"{old} was written by another version of this trainer (checkpoint format 1; this "
+        "one reads format 2, whose networks differ): that run cannot be continued; start a "
+        f"new run with another --checkpoint-dir, or remove {folder}"
+    ) in " ".join(err.split())
+    assert "Traceback" not in err and old.is_dir()
+
+
 # -- the environment, in this process --------------------------------------------------------
 
 
