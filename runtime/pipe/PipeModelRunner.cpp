@@ -133,7 +133,7 @@ Error PipeModelRunner::readExtensions() {
     return pipeError(std::errc::io_error,
                      "cannot read " + ExtPath + ": " + std::strerror(errno));
   }
-  auto Close = llvm::make_scope_exit([FD] { ::close(FD); });
+  llvm::scope_exit Close([FD] { ::close(FD); });
   if (Error E = checkChannelFD(FD, ExtPath, /*Regular=*/true))
     return E;
   // A few words; anything longer is not an announcement.
