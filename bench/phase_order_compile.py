@@ -17,7 +17,11 @@ the pass's trace):
 The Python agent of (a) and (b) is the trained PyTorch policy: it is evaluated on every
 observation (its time counts) and its choice compared with (c)'s, then (c)'s action is
 sent, so that all three do the same work. Each configuration's ``.text`` size after
-``llc-22 -O2`` is recorded (they must agree: same sequences, same passes). For scale, each
+``llc-22 -O2`` is recorded. (b) and (c) must agree (the same episode in one process; the
+benchmark exits with 1 if they do not). (a) may differ: an episode is one pipeline, and
+in one process LLVM's last-run tracking lets an InstCombine skip a function unchanged
+since its last run with the same options, which a new process per step runs again
+(docs/phase-order.md); (a)'s differences are reported, not an error. For scale, each
 module is also compiled with stock ``opt-22 -passes='default<Oz>'`` (its own pipeline, so
 its size differs).
 
@@ -241,7 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     opt = find_llvm_tool("opt")
     decisions = agreements = total_steps = 0
-    mismatched: list[str] = []
+    mismatched: list[str] = []  # (b) against (c): an error
+    replay_differs: list[str] = []  # (a) against (c): reported
     with tempfile.TemporaryDirectory(prefix="mlbridge-bench-po-") as tmp:
         work = Path(tmp)
         if not onnx_model.is_file() or args.agent.is_file():
@@ -303,8 +308,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             sizes = [text_size(o, timeout=args.timeout) for o in outs]
             for row, size in zip(rows[:3], sizes, strict=True):
                 row.text_bytes += size
-            if len(set(sizes)) != 1:
+            if sizes[1] != sizes[2]:
                 mismatched.append(f"{module.name}: {sizes}")
+            elif sizes[0] != sizes[2]:
+                replay_differs.append(f"{module.name}: {sizes[0]} against {sizes[2]}")
             print(
                 f"phase_order_compile: {i + 1}/{len(modules)} {module.name}: {len(steps)} steps, "
                 + ", ".join(f"{r.seconds[-1]:.2f} s" for r in rows),
@@ -312,11 +319,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     agreement = agreements / decisions if decisions else 0.0
     table = markdown(rows, len(modules), total_steps, agreement)
+    if replay_differs:
+        table += (
+            f"\n(a)'s .text differs from the in-process episode's on {len(replay_differs)} "
+            "module(s), as it may: an episode is one pipeline, and a process per step runs "
+            "again the InstCombine that LLVM's last-run tracking skips in one process "
+            "(docs/phase-order.md): " + "; ".join(replay_differs[:10]) + "\n"
+        )
     if mismatched:
         table += (
-            f"\n.text differs between configurations on {len(mismatched)} module(s): "
-            + "; ".join(mismatched[:10])
-            + "\n"
+            f"\n.text differs between the in-process episodes (b) and (c) on "
+            f"{len(mismatched)} module(s): " + "; ".join(mismatched[:10]) + "\n"
         )
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -328,6 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "steps": total_steps,
         "python_agent_agreement": agreement,
         "text_mismatches": mismatched,
+        "replay_text_differences": replay_differs,
         "configurations": [
             {
                 "name": r.name,
