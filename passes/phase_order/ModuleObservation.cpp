@@ -12,6 +12,7 @@
 #include "llvm/Analysis/LoopInfo.h"
 #include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/IR/CFG.h"
+#include "llvm/IR/Dominators.h"
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Instructions.h"
 #include "llvm/IR/Module.h"
@@ -23,6 +24,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 using namespace llvm;
 
@@ -102,8 +104,18 @@ std::vector<float> countsObservation(Module &M, ModuleAnalysisManager &MAM) {
     if (F.isDeclaration())
       continue;
     ++C[Functions];
-    LoopInfo &LI = FAM.getResult<LoopAnalysis>(F);
-    for (const Loop *L : LI.getLoopsInPreorder()) {
+    // A LoopInfo of the observation's own unless one is cached: InstCombine
+    // and GVN use a cached LoopInfo when there is one, so leaving one behind
+    // would change what the next step does, and the episode would no longer
+    // be its steps run as one pipeline (docs/phase-order.md).
+    const LoopInfo *LI = FAM.getCachedResult<LoopAnalysis>(F);
+    std::optional<DominatorTree> OwnDT;
+    std::optional<LoopInfo> OwnLI;
+    if (!LI) {
+      OwnDT.emplace(F);
+      LI = &OwnLI.emplace(*OwnDT);
+    }
+    for (const Loop *L : LI->getLoopsInPreorder()) {
       ++C[Loops];
       C[MaxLoopDepth] = std::max<uint64_t>(C[MaxLoopDepth], L->getLoopDepth());
     }
