@@ -75,6 +75,7 @@ Error PhaseOrderEnvironment::reset() {
   Step = 0;
   Applied = 0;
   History.assign(Pipelines.size(), 0.0f);
+  Sequence.clear();
   CodeSize = codeSizeEstimate(M, MAM);
   Done = MaxSteps == 0;
   return Error::success();
@@ -89,6 +90,16 @@ Error PhaseOrderEnvironment::observe(MLModelRunner &Agent) {
       std::make_pair("code_size", CodeSize),
       std::make_pair("action_count", int64_t(Pipelines.size())),
       std::make_pair("action_history", History));
+}
+
+std::string PhaseOrderEnvironment::appliedPipeline() const {
+  std::string Joined;
+  for (size_t Choice : Sequence) {
+    if (!Joined.empty())
+      Joined += ',';
+    Joined += Actions[Choice].Pipeline;
+  }
+  return Joined;
 }
 
 Error PhaseOrderEnvironment::step(const Action &A) {
@@ -115,6 +126,7 @@ Error PhaseOrderEnvironment::step(const Action &A) {
            << "' size " << Before << " -> " << CodeSize << "\n";
   ++Applied;
   History[Choice] += 1.0f;
+  Sequence.push_back(static_cast<size_t>(Choice));
   if (ReportOutcome)
     if (Error E = ReportOutcome(
             Step, TensorValue::scalar<int64_t>("code_size", CodeSize)))
@@ -213,10 +225,16 @@ PreservedAnalyses PhaseOrderPass::run(Module &M, ModuleAnalysisManager &MAM) {
   Bounds.RecordActions = false;
   Expected<EpisodeResult> Result = runEpisode(Env, *Agent->Runner, Bounds);
   Applied = Env.applied();
-  if (!Result)
-    return ModelFailure(Result.takeError());
+  PreservedAnalyses PA = !Result   ? ModelFailure(Result.takeError())
+                         : Applied ? PreservedAnalyses::none()
+                                   : PreservedAnalyses::all();
+  // The module now is what this pipeline makes in one opt run
+  // (docs/phase-order.md): the order to hand to opt.
+  if (Options.Trace)
+    *Options.Trace << "mlbridge-phase-order: " << ModuleName << " pipeline '"
+                   << Env.appliedPipeline() << "'\n";
   // The runner goes out of scope here: a pipe runner sends its end record.
-  return Applied ? PreservedAnalyses::none() : PreservedAnalyses::all();
+  return PA;
 }
 
 } // namespace mlbridge::passes

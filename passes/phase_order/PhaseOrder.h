@@ -116,6 +116,10 @@ public:
 
   /// The number of sequences applied so far.
   unsigned applied() const { return Applied; }
+  /// The sequences applied so far as one pipeline: their texts joined by
+  /// commas, the pipeline that makes the same module in one opt run ("" if
+  /// none was applied).
+  std::string appliedPipeline() const;
   /// The current code-size estimate.
   int64_t codeSize() const { return CodeSize; }
 
@@ -133,6 +137,8 @@ private:
   int64_t CodeSize = 0;
   /// How often each sequence has been applied (the `action_history` feature).
   std::vector<float> History;
+  /// The applied sequences, in order.
+  std::vector<size_t> Sequence;
   bool Done = false;
 };
 
