@@ -30,6 +30,7 @@ __all__ = [
     "PhaseOrderError",
     "TraceStep",
     "find_plugin",
+    "parse_pipeline",
     "parse_trace",
     "pass_options",
     "phase_order_command",
@@ -57,6 +58,7 @@ _STEP_RE = re.compile(
     r"'(?P<pipeline>.*)' size (?P<before>-?\d+) -> (?P<after>-?\d+)\s*$"
 )
 _STOP_RE = re.compile(r"^mlbridge-phase-order: (?P<module>.*) step (?P<step>\d+): stop\s*$")
+_PIPELINE_RE = re.compile(r"^mlbridge-phase-order: (?P<module>.*) pipeline '(?P<pipeline>.*)'\s*$")
 
 
 class PhaseOrderError(MLBridgeError):
@@ -102,6 +104,21 @@ def parse_trace(stderr: str) -> list[TraceStep]:
         elif m := _STOP_RE.match(line):
             steps.append(TraceStep(m["module"], int(m["step"]), None))
     return steps
+
+
+def parse_pipeline(stderr: str) -> str | None:
+    """The episode's applied steps as one pipeline, from the trace in ``stderr``.
+
+    The pass's last trace line: the sub-sequences it applied, joined by commas, which
+    ``opt-22 -passes=<it>`` runs to make the same module in one process
+    (docs/phase-order.md, "An episode is one pipeline"); ``""`` if none was applied.
+    ``None`` if ``stderr`` has no such line (no trace, or opt stopped before the end).
+    """
+    found = None
+    for line in stderr.splitlines():
+        if m := _PIPELINE_RE.match(line):
+            found = m["pipeline"]
+    return found
 
 
 def find_plugin(build_dir: str | Path | None = None) -> Path:

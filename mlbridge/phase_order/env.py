@@ -47,6 +47,7 @@ from mlbridge.phase_order.command import (
     OBSERVATION,
     STEP,
     TraceStep,
+    parse_pipeline,
     parse_trace,
     phase_order_command,
 )
@@ -71,6 +72,9 @@ class EpisodeSummary:
         output: The optimised module (bitcode), valid until the next reset.
         trace: The pass's trace lines (``-mlbridge-phase-order-trace``).
         stderr: What opt wrote on standard error.
+        pipeline: The applied sub-sequences as one pipeline (the trace's last line):
+            ``opt-22 -passes=<pipeline>`` makes :attr:`output`'s module of :attr:`module`
+            in one run; ``""`` if none was applied.
     """
 
     module: Path
@@ -80,6 +84,7 @@ class EpisodeSummary:
     output: Path
     trace: list[TraceStep] = field(default_factory=list)
     stderr: str = ""
+    pipeline: str = ""
 
 
 class PhaseOrderEnv(gymnasium.Env[dict[str, Array], int]):
@@ -361,6 +366,7 @@ class PhaseOrderEnv(gymnasium.Env[dict[str, Array], int]):
             output=self.output_path,
             trace=parse_trace(stderr),
             stderr=stderr,
+            pipeline=parse_pipeline(stderr) or "",
         )
         # The pass ended the session without a stop: its step limit.
         truncated = not stopped and len(self._actions) >= self.max_steps

@@ -14,7 +14,7 @@ from conftest import built_plugin, compile_to_bitcode
 from gymnasium.utils.env_checker import check_env
 
 from mlbridge.llvm import find_llvm_tool
-from mlbridge.phase_order import PhaseOrderError, find_plugin, parse_trace
+from mlbridge.phase_order import PhaseOrderError, find_plugin, parse_pipeline, parse_trace
 from mlbridge.phase_order.env import PHASE_ORDER_ENV_ID, PhaseOrderEnv, register
 
 # Two small modules with work for the usual sub-sequences: allocas for mem2reg, a loop,
@@ -137,8 +137,8 @@ def test_an_episode_with_known_actions(modules, plugin, tmp_path):
     # by commas makes the same module (docs/phase-order.md).
     opt = find_llvm_tool("opt")
     end = tmp_path / "end.bc"
-    pipeline = ",".join(t.pipeline for t in trace[:2])
-    subprocess.run([opt, f"-passes={pipeline}", str(module), "-o", str(end)], check=True)
+    assert ep.pipeline == ",".join(t.pipeline for t in trace[:2])
+    subprocess.run([opt, f"-passes={ep.pipeline}", str(module), "-o", str(end)], check=True)
     assert ir_body(agent_out) == ir_body(end)
 
 
@@ -186,9 +186,28 @@ def test_parse_trace_reads_steps_and_stop():
         "warning: something else\n"
         "mlbridge-phase-order: m.bc step 0: action 3 'function(sroa,early-cse)' size 120 -> 80\n"
         "mlbridge-phase-order: m.bc step 1: stop\n"
+        "mlbridge-phase-order: m.bc pipeline 'function(sroa,early-cse)'\n"
     )
     steps = parse_trace(text)
     assert [(s.step, s.action, s.pipeline, s.size_before, s.size_after) for s in steps] == [
         (0, 3, "function(sroa,early-cse)", 120, 80),
         (1, None, "", None, None),
     ]
+
+
+def test_parse_pipeline_reads_the_trace_last_line():
+    text = (
+        "mlbridge-phase-order: m.bc step 0: action 3 'function(sroa)' size 120 -> 80\n"
+        "mlbridge-phase-order: m.bc step 1: action 0 'globaldce' size 80 -> 78\n"
+        "mlbridge-phase-order: m.bc step 2: stop\n"
+        "mlbridge-phase-order: m.bc pipeline 'function(sroa),globaldce'\n"
+    )
+    assert parse_pipeline(text) == "function(sroa),globaldce"
+    # An episode that applied nothing; a stderr without the line (no trace, or opt died).
+    assert (
+        parse_pipeline(
+            "mlbridge-phase-order: m.bc step 0: stop\nmlbridge-phase-order: m.bc pipeline ''\n"
+        )
+        == ""
+    )
+    assert parse_pipeline("mlbridge-phase-order: m.bc step 0: stop\n") is None
