@@ -104,12 +104,14 @@ def add_train_parser(sub: Any) -> argparse.ArgumentParser:
         "leave out training modules with more IR instructions before -O2 (default: none "
         "is left out; large modules are sampled, see --sample-functions)",
     )
-    number(
+    p.add_argument(
         "--sample-functions",
-        d.sample_functions,
-        "in a module with more functions than N, each rollout lets the policy allocate N of "
-        "them, drawn from its seed, and llc's built-in basic policy the others; 0: every "
-        "function",
+        type=int,
+        metavar="N",
+        help="in a module with more functions than N, each rollout lets the policy allocate "
+        "N of them, drawn from its seed, and llc's built-in basic policy the others; 0: "
+        f"every function (default {d.sample_functions}; with rllib-ppo "
+        f"{ppo.sample_functions}: an episode is then one function, rewarded for itself)",
     )
     number(
         "--max-decisions",
@@ -289,11 +291,13 @@ def _check_algorithm_options(args: argparse.Namespace) -> None:
             "max_registers": s.max_registers,
             "max_blocks": s.max_blocks,
             "verify_machineinstrs": False,
+            "sample_functions": s.sample_functions or 0,
         }
     else:
         d = RegallocTrainConfig()
         defaults = {n: getattr(d, n) for n in _REINFORCE_ONLY}
         defaults["iterations"] = d.iterations
+        defaults["sample_functions"] = d.sample_functions or 0
     for name, default in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, default)

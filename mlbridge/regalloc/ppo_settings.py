@@ -56,7 +56,9 @@ class RegallocPPOSettings:
             reward.
         sample_functions: In a module with more functions than this, an episode lets the
             agents allocate this many, drawn by the environment, and llc's built-in basic
-            policy the others (``None``: every function).
+            policy the others (``None``: every function). The default, 1, makes an
+            episode one function, whose reward is then its own: with 16, each function's
+            decisions shared a reward with the others' (docs/ml-regalloc.md measures both).
         verify: Run llc with ``-verify-machineinstrs`` (llc fails on a wrong allocation).
         init_policy: A :class:`~mlbridge.regalloc.gnn.RegallocGNN` file (``policy.json``
             of the REINFORCE trainer, e.g. its cloned basic policy) whose weights every
@@ -84,7 +86,7 @@ class RegallocPPOSettings:
     max_registers: int = 32
     max_blocks: int = 32
     max_decisions: int = 3000
-    sample_functions: int | None = 16
+    sample_functions: int | None = 1
     verify: bool = False
     init_policy: str | None = None
     seed: int = 0

@@ -19,7 +19,9 @@ one llc run per episode:
   functions the agents allocated, in percent of the larger of the two sums
   (``100 * (basic - cost) / max(basic, cost)``, in [-100, 100], 0 if neither spills). A
   multi-agent episode's return is the sum over its agents: the reported return is the
-  priority agent's (it acts in every function that has a decision).
+  priority agent's (it acts in every function that has a decision). By default
+  (``sample_functions`` 1) an episode is one function, so that reward is that
+  function's own.
 * **Fixed observations.** RLlib's spaces are fixed: each query's graph is padded to
   ``max_nodes`` live ranges, ``max_edges`` edges, ``max_registers`` candidate registers
   and ``max_blocks`` candidate blocks, with the true sizes beside it

@@ -309,6 +309,26 @@ def test_an_episode_of_random_agents_passes_the_verifier_and_ends_with_the_cost_
     assert rewards == dict.fromkeys(("priority", "coloring", "split"), pytest.approx(expected))
 
 
+def test_an_episode_is_one_function_by_default_rewarded_for_itself(prepared):
+    env = make_env(prepared)
+    rewarded = set()
+    try:
+        for seed in range(6):
+            _, rewards = play(env, np.random.default_rng(seed), module=0)
+            summary = env.last_summary
+            (name,) = summary.rewarded  # one function; the others are llc's basic policy's
+            assert sum(summary.decisions.values()) > 0
+            basic = env.basic[env.modules.index(Path(summary.module))][name]
+            assert summary.basic_cost == basic.spill_reload_cost
+            top = max(summary.basic_cost, summary.cost)
+            expected = 100 * (summary.basic_cost - summary.cost) / top if top else 0.0
+            assert rewards == dict.fromkeys(rewards, pytest.approx(expected)) and rewards
+            rewarded.add((summary.module, name))
+    finally:
+        env.close()
+    assert len(rewarded) > 1  # the episodes drew different functions
+
+
 def test_a_query_above_the_bounds_goes_to_the_basic_policy_and_out_of_the_reward(prepared):
     env = make_env(prepared, max_nodes=20, sample_functions=None)
     try:
