@@ -75,7 +75,7 @@ Error PhaseOrderEnvironment::reset() {
   Step = 0;
   Applied = 0;
   History.assign(Pipelines.size(), 0.0f);
-  Sequence.clear();
+  AppliedActions.clear();
   CodeSize = codeSizeEstimate(M, MAM);
   Done = MaxSteps == 0;
   return Error::success();
@@ -94,7 +94,7 @@ Error PhaseOrderEnvironment::observe(MLModelRunner &Agent) {
 
 std::string PhaseOrderEnvironment::appliedPipeline() const {
   std::string Joined;
-  for (size_t Choice : Sequence) {
+  for (size_t Choice : AppliedActions) {
     if (!Joined.empty())
       Joined += ',';
     Joined += Actions[Choice].Pipeline;
@@ -126,7 +126,7 @@ Error PhaseOrderEnvironment::step(const Action &A) {
            << "' size " << Before << " -> " << CodeSize << "\n";
   ++Applied;
   History[Choice] += 1.0f;
-  Sequence.push_back(static_cast<size_t>(Choice));
+  AppliedActions.push_back(static_cast<size_t>(Choice));
   if (ReportOutcome)
     if (Error E = ReportOutcome(
             Step, TensorValue::scalar<int64_t>("code_size", CodeSize)))

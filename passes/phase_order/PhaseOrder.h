@@ -137,8 +137,8 @@ private:
   int64_t CodeSize = 0;
   /// How often each sequence has been applied (the `action_history` feature).
   std::vector<float> History;
-  /// The applied sequences, in order.
-  std::vector<size_t> Sequence;
+  /// The actions applied so far, in order.
+  std::vector<size_t> AppliedActions;
   bool Done = false;
 };
 
