@@ -24,7 +24,10 @@ Every held-out module of the corpus (``opt-22 -O2`` once) is compiled by ``llc-2
   for the basic policy's in-process rows and every graph-policy row but '.onnx only' (the
   issue's 1 and 2 threads; the parallel compilers share one pipe-side process and one
   model server, as the paper's threads share one server). Rounds are interleaved; the
-  median is reported.
+  median is reported. With the graph policy, also what every llc process costs before
+  its first decision: llc on a function with nothing to decide, stock, with the plugin's
+  built-in policy and with the model in ONNX Runtime (the last two differ by ONNX
+  Runtime's start-up, the floor under every in-process row).
 - **Quality**, per project: spill and reload instructions (also folded) weighted by block
   frequency, copies, ``.text`` and allocated bytes (every ``SHF_ALLOC`` section), for
   greedy, LLVM's basic allocator, and ``-regalloc=mlbridge`` with the basic, the split
@@ -386,6 +389,50 @@ def measure_compile_time(
     return rows, agreement
 
 
+#: A function with nothing to decide: llc creates the allocator's model runner for it (at
+#: its first function) but asks nothing, so the time is the runner's start-up alone.
+NOTHING_TO_DECIDE = """define i32 @nothing_to_decide(i32 %a, i32 %b) {
+  %c = add i32 %a, %b
+  ret i32 %c
+}
+"""
+
+
+def measure_startup(
+    plugin: Path, onnx_model: Path, work: Path, timeout: float, runs: int = 15
+) -> dict[str, Any]:
+    """What an llc process costs before its first decision, with the model in ONNX Runtime.
+
+    Times (interleaved, median of ``runs``) ``llc-22 -O2`` on a function with nothing to
+    decide: stock; with the plugin's allocator and its built-in policy (no model); with the
+    model in-process. The last two differ by ONNX Runtime's start-up: loading the library,
+    its environment and the model's session, once per llc process.
+    """
+    module = work / "nothing-to-decide.ll"
+    module.write_text(NOTHING_TO_DECIDE)
+    ml = mlbridge_allocator(plugin, "-mlbridge-regalloc-split", verify=False)
+    configs = {
+        "stock llc": _llc([], timeout),
+        "plugin, built-in policy": _llc(ml, timeout),
+        "plugin, model in ONNX Runtime": _llc(
+            [*ml, f"-mlbridge-regalloc-model={onnx_model}"], timeout
+        ),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in configs}
+    for _ in range(runs):
+        for name, compile_one in configs.items():
+            start = time.perf_counter()
+            compile_one(module, work / "nothing-to-decide.o")
+            samples[name].append(time.perf_counter() - start)
+    medians = {name: statistics.median(v) for name, v in samples.items()}
+    return {
+        "runs": runs,
+        "median_s": medians,
+        "onnxruntime_startup_s": medians["plugin, model in ONNX Runtime"]
+        - medians["plugin, built-in policy"],
+    }
+
+
 # -- quality -----------------------------------------------------------------------------
 
 
@@ -598,6 +645,24 @@ def _gnn_section(result: dict[str, Any], by: dict[tuple[str, int, str], float]) 
                 f"(target at most {TARGET_INPROCESS_OVER_GREEDY:.0f}x: "
                 f"{_verdict(inproc / greedy <= TARGET_INPROCESS_OVER_GREEDY)})"
             )
+    startup = meta["gnn"].get("startup")
+    if startup:
+        ms = {k: 1000 * v for k, v in startup["median_s"].items()}
+        each = startup["onnxruntime_startup_s"]
+        shares = "; ".join(
+            f"{project}: {n} × {1000 * each:.0f} ms = {n * each:.2f} s of the in-process "
+            f"row's {by[(GNN_INPROCESS, 1, project)]:.2f} s on 1 job"
+            for project, n in meta["modules"].items()
+        )
+        lines += [
+            "",
+            "Before its first decision (llc on a function with nothing to decide, median of "
+            f"{startup['runs']}): stock {ms['stock llc']:.0f} ms, with the plugin's "
+            f"built-in policy {ms['plugin, built-in policy']:.0f} ms, with the model in "
+            f"ONNX Runtime {ms['plugin, model in ONNX Runtime']:.0f} ms. ONNX Runtime's "
+            f"start-up (its library, environment and the model's session) takes "
+            f"{1000 * each:.0f} ms in every llc process: {shares}.",
+        ]
     basic = {
         r["project"]: r["decisions_per_round"][0]
         for r in result["compile_time"]
@@ -725,7 +790,7 @@ def main(argv: list[str]) -> int:
                 gnn = trained_gnn()
                 pipe_policy, grpc_policy = CountedPolicy(gnn), CountedPolicy(gnn)
                 server = servers.enter_context(serve(grpc_policy, "127.0.0.1:0"))
-                onnx_model = gnn.to_onnx(work / "gnn.onnx")
+                onnx_model = gnn_model = gnn.to_onnx(work / "gnn.onnx")
                 (work / "onnx-only").mkdir()
                 bare = Path(shutil.copy(onnx_model, work / "onnx-only" / onnx_model.name))
                 every_edge = _without_metadata(onnx_model, work / "every-edge")
@@ -740,6 +805,8 @@ def main(argv: list[str]) -> int:
                             "parameters": sum(w.numel() for w in gnn.parameters()),
                             "onnx_bytes": onnx_model.stat().st_size}  # fmt: skip
             compile_time, agreement = measure_compile_time(runners, optimized, work, rounds)
+            if GNN in models:
+                gnn_meta["startup"] = measure_startup(plugin, gnn_model, work, args.timeout)
         quality = [] if BASIC not in models else measure_quality(
             plugin, optimized, work, args.timeout
         )  # fmt: skip

@@ -118,3 +118,22 @@ def test_smoke_run_times_the_graph_policy_on_two_parallel_jobs_too(
     assert all(a["differing"] == [] for a in result["object_agreement"]["GNN"].values())
     assert "| lua | GNN gRPC (PyTorch server) | 2 |" in report
     assert "- lua, 2 jobs: gRPC / in-process = " in report
+
+
+def test_smoke_run_measures_onnx_runtime_start_up_per_llc_process(
+    smoke: tuple[str, dict[str, Any], Path],
+) -> None:
+    # The floor of every in-process row: what an llc process costs before it decides
+    # anything, with the model loaded against the plugin's built-in policy.
+    report, result, _ = smoke
+    startup = result["meta"]["gnn"]["startup"]
+    medians = startup["median_s"]
+    assert set(medians) == {"stock llc", "plugin, built-in policy",
+                            "plugin, model in ONNX Runtime"}  # fmt: skip
+    assert all(v > 0 for v in medians.values())
+    assert startup["onnxruntime_startup_s"] == pytest.approx(
+        medians["plugin, model in ONNX Runtime"] - medians["plugin, built-in policy"]
+    )
+    # Loading ONNX Runtime and a session of the model is never free.
+    assert startup["onnxruntime_startup_s"] > 0
+    assert "ONNX Runtime's start-up (its library, environment and the model's session)" in report
