@@ -2,8 +2,8 @@
 """Run every mlbridge test suite and fail if any fails or runs nothing.
 
 Suites, in order: ruff and clang-format (style), lit (opt/llc/mlir-opt with the plugins), the C++
-unit tests and the C API test (ctest in the release build), pytest, and the
-C++ unit tests plus the bounded libFuzzer runs under AddressSanitizer and
+unit tests and the C API test (ctest in the release build), pytest (a worker per CPU, at
+most four), and the C++ unit tests plus the bounded libFuzzer runs under AddressSanitizer and
 UndefinedBehaviorSanitizer with leak detection (ctest in the sanitizer build).
 
 Each suite's own output streams through; a summary table and three closing lines come
@@ -186,13 +186,32 @@ def parse_pytest(out: str) -> tuple[int, int, str]:
     return passed, failed, ", ".join(notes)
 
 
+#: pytest's workers at most: many tests run compilers on every CPU themselves or start a
+#: Ray instance; more workers would only share the same CPUs.
+MAX_PYTEST_WORKERS = 4
+
+
+def pytest_workers() -> int:
+    """One pytest worker per CPU this process may run on, at most MAX_PYTEST_WORKERS."""
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_PYTEST_WORKERS))
+
+
+def pytest_command(*paths: str) -> list[str]:
+    """The pytest command ``make test`` runs, on ``paths`` (default: the configured ones)."""
+    workers = ["-n", str(pytest_workers()), "--dist", "loadfile"]
+    return [str(VENV_BIN / "pytest"), "-q", "-p", "no:cacheprovider", *workers, "--durations=20",
+            *paths]  # fmt: skip
+
+
 def suite_pytest(build: Path) -> SuiteResult:
-    """The Python tests, pointed at the release build for the C++ tools."""
+    """The Python tests, pointed at the release build for the C++ tools.
+
+    In parallel (pytest-xdist), each test file on one worker, so that a file's module
+    fixtures (an optimized corpus, a trained policy) are made once; the slowest tests are
+    listed, for whoever next has to keep the suite within its time.
+    """
     start = time.monotonic()
-    rc, out = run(
-        [str(VENV_BIN / "pytest"), "-q", "-p", "no:cacheprovider"],
-        env={"MLBRIDGE_BUILD_DIR": str(build)},
-    )
+    rc, out = run(pytest_command(), env={"MLBRIDGE_BUILD_DIR": str(build)})
     passed, failed, note = parse_pytest(out)
     return SuiteResult("pytest", passed, failed, time.monotonic() - start, rc, note)
 

@@ -35,7 +35,7 @@ def output(cmd: list[str], cwd: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def pytest_output(tmp_path_factory) -> str:
+def pytest_suite(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("pt")
     (d / "test_kinds.py").write_text(
         "import pytest\n"
@@ -45,13 +45,23 @@ def pytest_output(tmp_path_factory) -> str:
         "@pytest.mark.xfail\ndef test_xfail(): assert False\n"
         "@pytest.mark.xfail\ndef test_xpass(): pass\n"
     )
-    return output([str(VENV_BIN / "pytest"), "-q", "-p", "no:cacheprovider", str(d)], d)
+    return d
 
 
-def test_pytest_skips_xfails_and_xpasses_are_failures(pytest_output):
-    passed, failed, note = rt.parse_pytest(pytest_output)
+def test_pytest_skips_xfails_and_xpasses_are_failures(pytest_suite):
+    out = output([str(VENV_BIN / "pytest"), "-q", "-p", "no:cacheprovider", str(pytest_suite)],
+                 pytest_suite)  # fmt: skip
+    passed, failed, note = rt.parse_pytest(out)
     assert (passed, failed) == (2, 3)
     assert note == "1 skipped, 1 xfailed, 1 xpassed"
+
+
+def test_pytest_counts_alike_with_make_tests_workers_and_durations(pytest_suite):
+    cmd = rt.pytest_command(str(pytest_suite))
+    assert "-n" in cmd and "--durations=20" in cmd
+    out = output(cmd, pytest_suite)
+    assert "slowest" in out  # the durations are listed
+    assert rt.parse_pytest(out) == (2, 3, "1 skipped, 1 xfailed, 1 xpassed")
 
 
 def test_pytest_errors_are_failures():
