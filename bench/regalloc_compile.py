@@ -18,7 +18,8 @@ Every held-out module of the corpus (``opt-22 -O2`` once) is compiled by ``llc-2
     (``RegallocGNN.to_onnx``, as the trainer and ``mlbridge models install-builtin``
     export it) and run in-process by ONNX Runtime. Objects that differ between its runners
     (ties rounded differently by PyTorch and ONNX Runtime) are counted and reported, not
-    dropped.
+    dropped. Beside them, the allocator without a model: the split policy the agents were
+    cloned from, in C++ (the callback runner), the floor under every form of the model.
 
   Each project's modules one after the other (``--jobs 1``), and also on 2 parallel jobs
   for the basic policy's in-process rows and every graph-policy row but '.onnx only' (the
@@ -144,6 +145,10 @@ GNN_INPROCESS = "GNN in-process (ONNX Runtime)"
 GNN_INPROCESS_ONNX = "GNN in-process, .onnx only (ONNX Runtime)"
 #: The same without the metadata declaring its rounds: every query carries every edge.
 GNN_INPROCESS_ALL_EDGES = "GNN in-process, every edge (ONNX Runtime)"
+#: The allocator deciding without a model: the split policy the agents were cloned from, in
+#: C++ (the callback runner). Its decisions are not the agents' (its objects are not
+#: compared); its time is the floor of any form of the model on this allocator.
+GNN_NO_MODEL = "split policy, no model (callback)"
 GNN_PIPE = "GNN pipe (bitstream, PyTorch)"
 GNN_GRPC = "GNN gRPC (PyTorch server)"
 #: The built-in trained agents, the graph policy of ``--model gnn`` and a quality row.
@@ -273,6 +278,7 @@ def gnn_runners(
         GNN_INPROCESS_ALL_EDGES: Runner(
             _llc([*ml, f"-mlbridge-regalloc-model={every_edge}"], timeout), GNN
         ),
+        GNN_NO_MODEL: Runner(_llc([*ml, "-mlbridge-regalloc-policy=split"], timeout), None, both),
         GNN_PIPE: Runner(_over_pipe(served, pipe_policy, timeout), GNN, both, pipe_policy),
         GNN_GRPC: Runner(_over_grpc(served, address, timeout), GNN, both, grpc_policy),
     }
@@ -615,8 +621,8 @@ def _gnn_section(result: dict[str, Any], by: dict[tuple[str, int, str], float]) 
         for jobs in job_counts:
             greedy = by[(GREEDY, jobs, project)]
             inproc = by[(GNN_INPROCESS, jobs, project)]
-            for name in (GREEDY, GNN_INPROCESS, GNN_INPROCESS_ONNX, GNN_INPROCESS_ALL_EDGES,
-                         GNN_PIPE, GNN_GRPC):  # fmt: skip
+            for name in (GREEDY, GNN_NO_MODEL, GNN_INPROCESS, GNN_INPROCESS_ONNX,
+                         GNN_INPROCESS_ALL_EDGES, GNN_PIPE, GNN_GRPC):  # fmt: skip
                 r = rows.get((name, jobs, project))
                 if r is None:
                     continue
@@ -645,6 +651,23 @@ def _gnn_section(result: dict[str, Any], by: dict[tuple[str, int, str], float]) 
                 f"(target at most {TARGET_INPROCESS_OVER_GREEDY:.0f}x: "
                 f"{_verdict(inproc / greedy <= TARGET_INPROCESS_OVER_GREEDY)})"
             )
+    floors = [
+        f"{project}, {jobs} job{'s' if jobs > 1 else ''}: {by[(GNN_NO_MODEL, jobs, project)]:.2f} "
+        f"s, {by[(GNN_NO_MODEL, jobs, project)] / by[(GREEDY, jobs, project)]:.2f}x greedy "
+        f"(in-process: {by[(GNN_INPROCESS, jobs, project)] / by[(GREEDY, jobs, project)]:.2f}x)"
+        for project in meta["modules"]
+        for jobs in job_counts
+        if (GNN_NO_MODEL, jobs, project) in by
+    ]
+    if floors:
+        lines += [
+            "",
+            "The allocator without a model, deciding with the split policy the agents were "
+            "cloned from (C++, the callback runner; other decisions, so other objects): "
+            + "; ".join(floors)
+            + ". No form of the model can make the allocator faster than that; the "
+            "in-process row's time above it is the model's.",
+        ]
     startup = meta["gnn"].get("startup")
     if startup:
         ms = {k: 1000 * v for k, v in startup["median_s"].items()}

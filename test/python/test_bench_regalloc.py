@@ -28,6 +28,7 @@ BASIC_RUNNERS = {
     "gRPC (Python server)",
 }
 GNN_RUNNERS = {
+    "split policy, no model (callback)",
     "GNN in-process (ONNX Runtime)",
     "GNN in-process, .onnx only (ONNX Runtime)",
     "GNN in-process, every edge (ONNX Runtime)",
@@ -118,6 +119,21 @@ def test_smoke_run_times_the_graph_policy_on_two_parallel_jobs_too(
     assert all(a["differing"] == [] for a in result["object_agreement"]["GNN"].values())
     assert "| lua | GNN gRPC (PyTorch server) | 2 |" in report
     assert "- lua, 2 jobs: gRPC / in-process = " in report
+
+
+def test_smoke_run_times_the_allocator_without_a_model_on_both_job_counts(
+    smoke: tuple[str, dict[str, Any], Path],
+) -> None:
+    # The floor under every form of the model: the same allocator deciding in C++.
+    report, result, _ = smoke
+    rows = {(r["runner"], r["jobs"], r["project"]): r for r in result["compile_time"]}
+    for project in result["meta"]["modules"]:
+        for jobs in (1, 2):
+            row = rows["split policy, no model (callback)", jobs, project]
+            assert row["model"] is None and row["median_s"] > 0
+    assert "| lua | split policy, no model (callback) | 2 |" in report
+    assert "The allocator without a model, deciding with the split policy" in report
+    assert "lua, 1 job: " in report
 
 
 def test_smoke_run_measures_onnx_runtime_start_up_per_llc_process(
