@@ -19,7 +19,7 @@ Every held-out module of the corpus (``opt-22 -O2`` once) is compiled by ``llc-2
     export it) and run in-process by ONNX Runtime. Objects that differ between its runners
     (ties rounded differently by PyTorch and ONNX Runtime) are counted and reported, not
     dropped. Beside them, the allocator without a model: the split policy the agents were
-    cloned from, in C++ (the callback runner), the floor under every form of the model.
+    cloned from, in C++ (the callback runner): the allocator's own time.
 
   Each project's modules one after the other (``--jobs 1``), and also on 2 parallel jobs
   for the basic policy's in-process rows and every graph-policy row but '.onnx only' (the
@@ -147,7 +147,7 @@ GNN_INPROCESS_ONNX = "GNN in-process, .onnx only (ONNX Runtime)"
 GNN_INPROCESS_ALL_EDGES = "GNN in-process, every edge (ONNX Runtime)"
 #: The allocator deciding without a model: the split policy the agents were cloned from, in
 #: C++ (the callback runner). Its decisions are not the agents' (its objects are not
-#: compared); its time is the floor of any form of the model on this allocator.
+#: compared), but nearly (they are its clone): its time is the allocator's own.
 GNN_NO_MODEL = "split policy, no model (callback)"
 GNN_PIPE = "GNN pipe (bitstream, PyTorch)"
 GNN_GRPC = "GNN gRPC (PyTorch server)"
@@ -665,8 +665,8 @@ def _gnn_section(result: dict[str, Any], by: dict[tuple[str, int, str], float]) 
             "The allocator without a model, deciding with the split policy the agents were "
             "cloned from (C++, the callback runner; other decisions, so other objects): "
             + "; ".join(floors)
-            + ". No form of the model can make the allocator faster than that; the "
-            "in-process row's time above it is the model's.",
+            + ". That is the allocator's own time with nearly the agents' decisions (they "
+            "are its clone): what the in-process row takes above it is the model's.",
         ]
     startup = meta["gnn"].get("startup")
     if startup:
