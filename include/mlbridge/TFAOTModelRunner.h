@@ -24,7 +24,10 @@
 /// A model `mlbridge compile` built with a dynamic batch gives its leading
 /// dimension as -1 and exports `set_batch`: the runner takes the rows from
 /// the features bound to the batched inputs at each evaluation, and answers
-/// with that many rows.
+/// with that many rows. A model that exports `set_arg_rows` instead (one of
+/// inputs with rows of their own, such as the register allocator's graph)
+/// gets each such input's rows from its feature, and reads the feature's
+/// buffer in place.
 ///
 //===----------------------------------------------------------------------===//
 
@@ -82,6 +85,14 @@ struct TFAOTFunctions {
   /// runs (a new instance has 1); the instance's own buffers move. 0 on
   /// success.
   int32_t (*SetBatch)(mlbridge_aot_instance *, int64_t) = nullptr; // set_batch
+  /// Only in models whose inputs each take their own number of rows (a
+  /// leading -1, without SetBatch; mlbridge.regalloc.native's agents): the
+  /// rows of input I for the following runs. Such an input reads the feature
+  /// buffer itself (SetArgData, which the model must have). 0 on success.
+  int32_t (*SetArgRows)(mlbridge_aot_instance *, int32_t,
+                        int64_t) = nullptr; // set_arg_rows
+  /// Optional: why the last run failed (a run returning nonzero).
+  const char *(*ErrorMessage)(mlbridge_aot_instance *) = nullptr;
 };
 
 /// Runs a TensorFlow AOT-compiled model in-process. Each runner owns one
@@ -133,6 +144,8 @@ private:
   /// Hands \p Features to the instance: bound in place, or copied (then
   /// again before every run).
   llvm::Error bind(llvm::ArrayRef<TensorRef> Features);
+  /// Hands input \p I, one with rows of its own (SetArgRows), feature \p F.
+  llvm::Error bindRows(size_t I, const TensorRef &F);
   /// The errors of a run, out of the per-decision path.
   LLVM_ATTRIBUTE_NOINLINE llvm::Error runFailed() const;
   LLVM_ATTRIBUTE_NOINLINE llvm::Error noResult() const;
@@ -165,6 +178,9 @@ private:
   bool ResultBatched = false;
   /// Whether the model has a dynamic batch (SetBatch).
   bool HasBatch = false;
+  /// Whether its inputs with a leading -1 each take their own rows
+  /// (SetArgRows).
+  bool HasArgRows = false;
   /// One model input, as binding reads it.
   struct Arg {
     /// The feature index that feeds it.
@@ -176,8 +192,11 @@ private:
     /// The feature buffer it reads through SetArgData, or null when the
     /// feature is copied into Buffer.
     const char *Bound = nullptr;
-    /// Whether its leading dimension is the dynamic batch.
+    /// Whether its leading dimension is the dynamic batch (with SetArgRows:
+    /// its own rows).
     bool Batched = false;
+    /// With SetArgRows: the rows the instance is set to for it.
+    int64_t Rows = 0;
   };
   llvm::SmallVector<Arg, 2> Args;
   int32_t (*SetArgData)(mlbridge_aot_instance *, int32_t,

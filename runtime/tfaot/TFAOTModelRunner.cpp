@@ -118,7 +118,7 @@ TFAOTModelRunner::load(StringRef SharedObjectPath,
   void **Slots = reinterpret_cast<void **>(&Fns);
   // The required functions, then the optional SetArgData and SetBatch.
   static_assert(sizeof(TFAOTFunctions) ==
-                    (sizeof(SymbolSuffixes) / sizeof(SymbolSuffixes[0]) + 2) *
+                    (sizeof(SymbolSuffixes) / sizeof(SymbolSuffixes[0]) + 4) *
                         sizeof(void *),
                 "TFAOTFunctions and SymbolSuffixes disagree");
   // The version comes first: a library of another version may lack the rest.
@@ -150,6 +150,10 @@ TFAOTModelRunner::load(StringRef SharedObjectPath,
   std::memcpy(&Fns.SetArgData, &SetArgData, sizeof(void *));
   void *SetBatch = Lib->symbol("mlbridge_aot_set_batch");
   std::memcpy(&Fns.SetBatch, &SetBatch, sizeof(void *));
+  void *SetArgRows = Lib->symbol("mlbridge_aot_set_arg_rows");
+  std::memcpy(&Fns.SetArgRows, &SetArgRows, sizeof(void *));
+  void *ErrorMessage = Lib->symbol("mlbridge_aot_error_message");
+  std::memcpy(&Fns.ErrorMessage, &ErrorMessage, sizeof(void *));
   return createImpl(std::move(Lib), Fns, std::move(Features), std::move(Advice),
                     Where);
 }
@@ -181,10 +185,17 @@ static Error checkBatch(const TFAOTFunctions &Fns,
                         ArrayRef<TensorSpec> Inputs, ArrayRef<size_t> Binding,
                         const TensorSpec &Output, StringRef Where) {
   bool AnyBatched = llvm::any_of(Inputs, isBatched);
-  if ((AnyBatched || isBatched(Output)) && !Fns.SetBatch)
+  if (Fns.SetArgRows) {
+    // Inputs with rows of their own: read in place, one answer.
+    if (Fns.SetBatch || !Fns.SetArgData || isBatched(Output))
+      return aotError(Where + ": it has set_arg_rows but also set_batch, or "
+                              "no set_arg_data, or an output with rows; "
+                              "rebuild it");
+  } else if ((AnyBatched || isBatched(Output)) && !Fns.SetBatch) {
     return aotError(Where +
                     ": its tables give a dynamic batch (a leading -1) but it "
                     "has no set_batch; rebuild it with `mlbridge compile`");
+  }
   if (isBatched(Output) && !AnyBatched)
     return aotError(Where + ": output '" + Output.name() +
                     "' has a dynamic batch but no input has");
@@ -271,7 +282,8 @@ Expected<std::unique_ptr<MLModelRunner>> TFAOTModelRunner::createImpl(
     A.Batched = isBatched(Inputs[I]);
     A.Buffer = static_cast<char *>(
         Fns.ArgData(R->Instance.get(), static_cast<int32_t>(I)));
-    if (!A.Buffer)
+    // An input with rows of its own has no buffer of the instance's.
+    if (!A.Buffer && !(Fns.SetArgRows && A.Batched))
       return aotError(Where + ": input '" + Inputs[I].name() +
                       "' has no buffer");
     R->Args.push_back(A);
@@ -282,6 +294,7 @@ Expected<std::unique_ptr<MLModelRunner>> TFAOTModelRunner::createImpl(
   R->ResultData = Fns.ResultData;
   R->SetArgData = Fns.SetArgData;
   R->HasBatch = Fns.SetBatch != nullptr;
+  R->HasArgRows = Fns.SetArgRows != nullptr;
   R->Name = std::move(Name);
   R->Inputs = std::move(Inputs);
   R->ResultIndex = ResultIndex;
@@ -339,6 +352,11 @@ Error TFAOTModelRunner::bind(ArrayRef<TensorRef> Features) {
   for (size_t I = 0, N = Args.size(); I < N; ++I) {
     Arg &A = Args[I];
     const TensorRef &F = Features[A.Feature];
+    if (HasArgRows && A.Batched) {
+      if (Error E = bindRows(I, F))
+        return E;
+      continue;
+    }
     size_t Bytes = A.Batched ? A.Bytes * static_cast<size_t>(Batch) : A.Bytes;
     if (F.bytes().size() != Bytes)
       return aotError("model '" + Name + "' input '" + Inputs[I].name() +
@@ -372,7 +390,36 @@ Error TFAOTModelRunner::bind(ArrayRef<TensorRef> Features) {
   return Error::success();
 }
 
+Error TFAOTModelRunner::bindRows(size_t I, const TensorRef &F) {
+  Arg &A = Args[I];
+  int64_t Rows = F.shape().empty() ? 0 : F.shape()[0];
+  if (F.shape().size() != Inputs[I].rank() ||
+      F.bytes().size() != A.Bytes * static_cast<size_t>(Rows))
+    return aotError("model '" + Name + "' input '" + Inputs[I].name() +
+                    "' takes rows of " + Twine(A.Bytes) + " bytes, feature '" +
+                    F.name() + "' has " + Twine(F.bytes().size()) +
+                    " bytes in " + Twine(Rows) + " rows");
+  const int32_t Index = static_cast<int32_t>(I);
+  if (Rows != A.Rows) {
+    if (Fns.SetArgRows(Instance.get(), Index, Rows) != 0)
+      return aotError("model '" + Name + "' cannot take " + Twine(Rows) +
+                      " rows for input '" + Inputs[I].name() + "'");
+    A.Rows = Rows;
+  }
+  const char *Data = Rows ? F.bytes().data() : nullptr;
+  if (Data != A.Bound) {
+    if (SetArgData(Instance.get(), Index, Data) != 0)
+      return aotError("model '" + Name + "' cannot read feature '" +
+                      F.name() + "' in place (misaligned)");
+    A.Bound = Data;
+  }
+  return Error::success();
+}
+
 Error TFAOTModelRunner::runFailed() const {
+  if (Fns.ErrorMessage)
+    if (const char *Why = Fns.ErrorMessage(Instance.get()))
+      return aotError("model '" + Name + "' failed to run: " + Why);
   return aotError("model '" + Name + "' failed to run");
 }
 
