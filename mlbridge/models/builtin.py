@@ -47,7 +47,10 @@ class BuiltinModel:
             logging when the flag is true, and returns the shared object; ``None`` when the
             model has no TF AOT form.
         native: Whether the model has a native form (``mlbridge compile`` takes no
-            control flow, so a model with an ``If`` has none).
+            control flow, so a model with an ``If`` has none unless ``to_native`` makes it).
+        to_native: Compiles the native form into the given shared object under the given
+            C name and returns it (with its ``.specs.json`` beside it); ``None``: the ONNX
+            form through ``mlbridge compile``.
         exporter: The source files whose code makes its forms from the training output
             (the network and its export): a registered form built before one of them
             changed is built again, as one built from other training output is.
@@ -61,6 +64,7 @@ class BuiltinModel:
     to_tfaot: Callable[[Path, str, bool], Path] | None = None
     native: bool = True
     exporter: tuple[Path, ...] = ()
+    to_native: Callable[[Path, str], Path] | None = None
 
 
 def find_builtin(models: Sequence[BuiltinModel], task: str) -> BuiltinModel:
@@ -168,13 +172,16 @@ def ensure_builtin_models(
 
                     source = onnx_model.path
                     target = tmp / "native" / f"{c_name}.so"
+                    to_native = model.to_native
                     found = _register_built(
                         reg,
                         name,
                         model,
                         description,
                         "native",
-                        lambda s=source, t=target, n=c_name: compile_onnx(s, t, name=n),
+                        (lambda t=target, n=c_name, b=to_native: b(t, n))
+                        if to_native is not None
+                        else (lambda s=source, t=target, n=c_name: compile_onnx(s, t, name=n)),
                         "native form",
                     )
                 out.append(found)

@@ -107,8 +107,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "regalloc-split and their native and TF AOT forms)",
         description="Build the built-in models from their training output (kept in each "
         "problem's package, e.g. mlbridge/inliner/models/) and register them: NAME as "
-        "ONNX, NAME-native compiled through MLIR (mlbridge compile; not for regalloc-split, "
-        "whose graph has control flow), and for the inliner "
+        "ONNX, NAME-native compiled through MLIR (mlbridge compile; for regalloc-split, "
+        "whose graph has control flow, the network's own compiler), and for the inliner "
         "also NAME-aot compiled ahead of time by TensorFlow (needs the TensorFlow "
         "environment; --no-tfaot skips it). Models built from the same training output "
         "(and export code) are kept.",

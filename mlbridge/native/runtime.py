@@ -5,7 +5,9 @@
 numpy arrays. It is how the tests compare a native model with ONNX Runtime; compilers
 load the same object through the C++ ``TFAOTModelRunner``. A model with a dynamic batch
 (``-1`` leading its shapes, ``set_batch`` exported) runs on as many rows as the inputs
-have.
+have; a model that exports ``set_arg_rows`` instead (:mod:`mlbridge.regalloc.native`)
+takes each such input's own rows and reads it in place, as the C++ runner hands it the
+features.
 """
 
 from __future__ import annotations
@@ -58,7 +60,17 @@ class NativeModel:
         self._result_data = self._fn("result_data", vp, vp, ctypes.c_int32)
         self._run = self._fn("run", ctypes.c_int32, vp)
         self._set_batch: Any = None
-        if any(DYNAMIC_BATCH in s.shape for s in self.inputs + self.outputs):
+        i32, i64 = ctypes.c_int32, ctypes.c_int64
+        self._set_arg_rows = self._optional("set_arg_rows", i32, vp, i32, i64)
+        self._set_arg_data = self._optional("set_arg_data", i32, vp, i32, vp)
+        self._error_message = self._optional("error_message", ctypes.c_char_p, vp)
+        if self._set_arg_rows is not None:
+            if self._set_arg_data is None or any(DYNAMIC_BATCH in s.shape for s in self.outputs):
+                raise NativeCompileError(
+                    f"{self.path} has set_arg_rows but no set_arg_data, or an output with "
+                    "rows; rebuild it"
+                )
+        elif any(DYNAMIC_BATCH in s.shape for s in self.inputs + self.outputs):
             self._set_batch = self._fn("set_batch", ctypes.c_int32, vp, ctypes.c_int64)
         self._batch = 1  # a new instance's
         self._instance = self._create()
@@ -74,6 +86,11 @@ class NativeModel:
             ) from None
         f.restype, f.argtypes = restype, list(argtypes)
         return f
+
+    def _optional(self, suffix: str, restype: Any, *argtypes: Any) -> Any:  # noqa: ANN401
+        if not hasattr(self._lib, _PREFIX + suffix):
+            return None
+        return self._fn(suffix, restype, *argtypes)
 
     def _specs(self, kind: str) -> tuple[TensorSpec, ...]:
         i32 = ctypes.c_int32
@@ -115,6 +132,8 @@ class NativeModel:
                     f"input '{spec.name}' has shape {value.shape}, expected {spec.shape} "
                     "(-1: any number of rows)"
                 )
+            if self._set_arg_rows is not None:
+                continue  # each input has its own rows
             if batch is not None and batch[1] != value.shape[0]:
                 raise NativeCompileError(
                     f"inputs '{batch[0]}' and '{spec.name}' have different batches "
@@ -145,10 +164,21 @@ class NativeModel:
             self._batch = batch
         for i, spec in enumerate(self.inputs):
             value = values[spec.name]
+            if self._set_arg_rows is not None and spec.shape[:1] == (DYNAMIC_BATCH,):
+                # Read in place (``values`` keeps the array alive through the run).
+                rows, data = value.shape[0], value.ctypes.data if value.size else None
+                if self._set_arg_rows(self._instance, i, rows) or self._set_arg_data(
+                    self._instance, i, data
+                ):
+                    raise NativeCompileError(f"{self.path}: input '{spec.name}' refused")
+                continue
             if value.nbytes:
                 ctypes.memmove(self._arg_data(self._instance, i), value.ctypes.data, value.nbytes)
         if self._run(self._instance) != 0:
-            raise NativeCompileError(f"{self.path}: run failed")
+            why = self._error_message(self._instance) if self._error_message else None
+            raise NativeCompileError(
+                f"{self.path}: run failed" + (f": {why.decode('utf-8')}" if why else "")
+            )
         results = {}
         for j, spec in enumerate(self.outputs):
             dtype = spec.type.numpy_dtype

@@ -19,9 +19,18 @@ def _to_onnx(out: Path) -> None:
     RegallocGNN.load(_POLICY).to_onnx(out)
 
 
-#: The shipped register-allocation agents. Only an ONNX form: every query has its own
-#: graph sizes, and neither ``mlbridge compile`` (native: one shared dynamic batch, no
-#: ``If``) nor TensorFlow's AOT path (static shapes only) takes such a model.
+def _to_native(out: Path, name: str) -> Path:
+    from mlbridge.regalloc.gnn import RegallocGNN
+    from mlbridge.regalloc.native import compile_native
+
+    del name  # the object's functions are named for the network (regalloc_agents)
+    return compile_native(RegallocGNN.load(_POLICY), out)
+
+
+#: The shipped register-allocation agents: an ONNX form, and a native one compiled
+#: through MLIR by the network's own compiler (:mod:`mlbridge.regalloc.native`): every
+#: query has its own graph sizes, which neither ``mlbridge compile`` (one shared dynamic
+#: batch, no ``If``) nor TensorFlow's AOT path (static shapes only) takes.
 BUILTIN_MODELS: tuple[BuiltinModel, ...] = (
     BuiltinModel(
         name="regalloc-split",
@@ -36,8 +45,8 @@ BUILTIN_MODELS: tuple[BuiltinModel, ...] = (
         "allocator and 0.9% and 0.3% less .text; 12.8% below greedy's spill cost on "
         "cmark-gfm, 8.0% above it on lua (docs/ml-regalloc.md)",
         to_onnx=_to_onnx,
-        native=False,
-        # The network and its export: the ONNX form is made anew when they change.
-        exporter=(_HERE / "gnn.py", _HERE / "interface.py"),
+        to_native=_to_native,
+        # The network and its compilers: its forms are made anew when they change.
+        exporter=(_HERE / "gnn.py", _HERE / "interface.py", _HERE / "native.py"),
     ),
 )

@@ -124,7 +124,9 @@ class _Function:
 
     def open_if(self, condition: str, result: str | None = "i32") -> str | None:
         value = self.fresh() if result else None
-        self.emit(f"{value} = scf.if {condition} -> ({result}) {{" if value else f"scf.if {condition} {{")
+        self.emit(
+            f"{value} = scf.if {condition} -> ({result}) {{" if value else f"scf.if {condition} {{"
+        )
         self.indent += 2
         return value
 
@@ -189,8 +191,11 @@ class _Function:
         out: tuple[str, int, str],
         relu: bool,
     ) -> None:
-        """``out = relu?(W [sources...] + b)``: the inputs are the concatenation of
-        ``sources`` (buffer, its width, row, length), added up in their order."""
+        """Writes ``out = relu?(W [sources...] + b)``.
+
+        The inputs are the concatenation of ``sources`` (buffer, its width, row, length),
+        added up in their order, an output at a time across the transposed weights' row.
+        """
         weight = layer.weight.detach().numpy().astype(np.float32)
         outputs, inputs = weight.shape
         if sum(s[3] for s in sources) != inputs:
@@ -209,8 +214,10 @@ class _Function:
             kw = self.op(f"arith.addi {k}, {self.index(base)} : index")
             q = self.loop(o_count)
             w = self.op(f"memref.load {wt}[{kw}, {q}] : {wt_type}")
-            total = self.op(f"arith.addf {self.load(buf, width, row, q)}, "
-                            f"{self.op(f'arith.mulf {x}, {w} : f32')} : f32")  # fmt: skip
+            total = self.op(
+                f"arith.addf {self.load(buf, width, row, q)}, "
+                f"{self.op(f'arith.mulf {x}, {w} : f32')} : f32"
+            )
             self.store(total, buf, width, row, q)
             self.end()
             self.end()
@@ -219,9 +226,7 @@ class _Function:
             return
         bias = None
         if layer.bias is not None:
-            bias = self.module.constant(
-                f"{name}_b", layer.bias.detach().numpy().astype(np.float32)
-            )
+            bias = self.module.constant(f"{name}_b", layer.bias.detach().numpy().astype(np.float32))
         q = self.loop(o_count)
         v = self.load(buf, width, row, q)
         if bias is not None:
@@ -306,7 +311,9 @@ def _row_functions(m: _Module, policy: RegallocGNN) -> None:
         )
         mean, a, b = f.scratch(hid), f.scratch(hid), f.scratch(hid)
         q = f.loop(f.index(hid))
-        f.store(f.op(f"arith.divf {f.load('%t', hid, '%tr', q)}, %degree : f32"), mean, hid, f.c0, q)
+        f.store(
+            f.op(f"arith.divf {f.load('%t', hid, '%tr', q)}, %degree : f32"), mean, hid, f.c0, q
+        )
         f.end()
         f.dense(own, f"self{r}", [("%h", hid, "%hr", hid)], (a, hid, f.c0), False)
         f.dense(neighbour, f"neighbour{r}", [(mean, hid, f.c0, hid)], (b, hid, f.c0), False)
@@ -395,19 +402,24 @@ def _row_functions(m: _Module, policy: RegallocGNN) -> None:
     count = f.op(f"memref.dim %s, {f.c0} : memref<?xf32>")
     lowest = f.f32(-3.0e38)
     top = f.fresh()
-    f.emit(f"{top} = scf.for %i = {f.c0} to {count} step {f.c1} "
-           f"iter_args(%best = {lowest}) -> (f32) {{")  # fmt: skip
+    f.emit(
+        f"{top} = scf.for %i = {f.c0} to {count} step {f.c1} "
+        f"iter_args(%best = {lowest}) -> (f32) {{"
+    )
     f.emit("  %x = memref.load %s[%i] : memref<?xf32>")
     f.emit("  %more = arith.cmpf ogt, %x, %best : f32")
     f.emit("  %next = arith.select %more, %x, %best : f32")
     f.emit("  scf.yield %next : f32")
     f.emit("}")
     size = f.op(f"arith.addf {f.op(f'math.absf {top} : f32')}, {f.f32(1.0)} : f32")
-    threshold = f.op(f"arith.subf {top}, {f.op(f'arith.mulf {size}, {f.f32(TIE_TOLERANCE)} : f32')} : f32")
+    threshold = f.op(
+        f"arith.subf {top}, {f.op(f'arith.mulf {size}, {f.f32(TIE_TOLERANCE)} : f32')} : f32"
+    )
     unset = f.op("arith.constant -1 : i64")
     first = f.fresh()
-    f.emit(f"{first} = scf.for %j = {f.c0} to {count} step {f.c1} "
-           f"iter_args(%at = {unset}) -> (i64) {{")  # fmt: skip
+    f.emit(
+        f"{first} = scf.for %j = {f.c0} to {count} step {f.c1} iter_args(%at = {unset}) -> (i64) {{"
+    )
     f.emit("  %y = memref.load %s[%j] : memref<?xf32>")
     f.emit(f"  %near = arith.cmpf oge, %y, {threshold} : f32")
     f.emit(f"  %none = arith.cmpi slt, %at, {f.zero64} : i64")
@@ -446,8 +458,16 @@ def _embed_all(f: _Function, policy: RegallocGNN, n: str, e: str) -> tuple[str, 
             f.end()
             f.end()
         i = f.loop(n)
-        f.call(f"update{r}", [(hs, _rows(hid)), (i, "index"), (total, _rows(hid)),
-                              (i, "index"), (_degree(f, i), "f32")])  # fmt: skip
+        f.call(
+            f"update{r}",
+            [
+                (hs, _rows(hid)),
+                (i, "index"),
+                (total, _rows(hid)),
+                (i, "index"),
+                (_degree(f, i), "f32"),
+            ],
+        )
         f.end()
         f.free(total, hid)
     return xs, hs
@@ -499,8 +519,16 @@ def _embed_node(f: _Function, policy: RegallocGNN, n: str, e: str, node: str) ->
         f.end()
         f.end()
         f.end()
-    f.call("update0", [(hv, _rows(hid)), (f.c0, "index"), (total, _rows(hid)),
-                       (f.c0, "index"), (_degree(f, node), "f32")])  # fmt: skip
+    f.call(
+        "update0",
+        [
+            (hv, _rows(hid)),
+            (f.c0, "index"),
+            (total, _rows(hid)),
+            (f.c0, "index"),
+            (_degree(f, node), "f32"),
+        ],
+    )
     return xv, hv
 
 
@@ -508,8 +536,9 @@ def _masked_choice(f: _Function, scores: str, index: str, score: str) -> None:
     """scores[index] = score where action_mask[index] > 0, else the illegal score."""
     from mlbridge.regalloc.gnn import ILLEGAL_SCORE
 
-    legal = f.op(f"arith.cmpi sgt, {f.op(f'memref.load %mask[{index}] : memref<?xi64>')}, "
-                 f"{f.zero64} : i64")  # fmt: skip
+    legal = f.op(
+        f"arith.cmpi sgt, {f.op(f'memref.load %mask[{index}] : memref<?xi64>')}, {f.zero64} : i64"
+    )
     value = f.op(f"arith.select {legal}, {score}, {f.f32(ILLEGAL_SCORE)} : f32")
     f.emit(f"memref.store {value}, {scores}[{index}] : memref<?xf32>")
 
@@ -531,8 +560,10 @@ def _candidates(
     score: str,
     spill: str,
 ) -> None:
-    """Yields the status of a coloring or split query: its candidates' scores, then
-    spilling's, masked, and the first best stored."""
+    """Yields the status of a coloring or split query.
+
+    Its candidates' scores, then spilling's, masked; the first best is stored.
+    """
     hid = policy.hidden
     buf, width = features
     count = f.op(f"memref.dim {buf}, {f.c0} : {_rows(width)}")
@@ -620,18 +651,38 @@ def regalloc_mlir(policy: RegallocGNN) -> str:
     node = f.op(f"arith.index_cast {node64} : i64 to index")
     xv, hv = _embed_node(f, policy, n, e, node)
     coloring = f.open_if(f.op(f"arith.cmpi eq, {agent}, {f.op('arith.constant 1 : i64')} : i64"))
-    _candidates(f, policy, xv, hv, actions, ("%rf", 5), ("register_row", _REG),
-                "register_score", "spill_score")  # fmt: skip
+    _candidates(
+        f,
+        policy,
+        xv,
+        hv,
+        actions,
+        ("%rf", 5),
+        ("register_row", _REG),
+        "register_score",
+        "spill_score",
+    )
     f.otherwise()
     if policy.split:
-        _candidates(f, policy, xv, hv, actions, ("%bf", 7), ("block_row", _BLOCK),
-                    "block_score", "split_spill_score")  # fmt: skip
+        _candidates(
+            f,
+            policy,
+            xv,
+            hv,
+            actions,
+            ("%bf", 7),
+            ("block_row", _BLOCK),
+            "block_score",
+            "split_spill_score",
+        )
     else:
         # A policy without a split agent spills (the last action), as its export does.
         some = f.open_if(f.op(f"arith.cmpi sgt, {actions}, {f.c0} : index"))
         last = f.op(f"arith.subi {actions}, {f.c1} : index")
-        f.emit(f"memref.store {f.op(f'arith.index_cast {last} : index to i64')}, "
-               f"%action[{f.c0}] : memref<1xi64>")  # fmt: skip
+        f.emit(
+            f"memref.store {f.op(f'arith.index_cast {last} : index to i64')}, "
+            f"%action[{f.c0}] : memref<1xi64>"
+        )
         f.yield_status(0)
         f.otherwise()
         f.yield_status(2)
@@ -666,6 +717,7 @@ def _c_wrapper() -> str:
         for i, (_, _, c) in enumerate(_ARGS)
     )
     widths = ", ".join("0" if c is None else str(max(c, 1)) for _, _, c in _ARGS)
+    shape_names = ", ".join(f"kShape{i}" for i in range(len(_ARGS)))
     messages = "\n".join(f'    case {k}: return "{v}";' for k, v in STATUS_MESSAGES.items())
     return f"""\
 /* Generated by mlbridge.regalloc.native: mlbridge's AOT C ABI (version 1, with
@@ -691,7 +743,7 @@ static const char *const kNames[NUM_ARGS] = {{{names}}};
 static const int32_t kTypes[NUM_ARGS] = {{{types}}};
 static const int32_t kRanks[NUM_ARGS] = {{{ranks}}};
 {shapes}
-static const int64_t *const kShapes[NUM_ARGS] = {{{", ".join(f"kShape{i}" for i in range(len(_ARGS)))}}};
+static const int64_t *const kShapes[NUM_ARGS] = {{{shape_names}}};
 /* Columns of a row (0: a single value, no rows). */
 static const int64_t kWidths[NUM_ARGS] = {{{widths}}};
 static const int64_t kOne[1] = {{1}};
@@ -825,18 +877,51 @@ def compile_native(policy: RegallocGNN, out: str | Path) -> Path:
         for variant, march in (("base", "x86-64"), ("avx2", "x86-64-v3")):
             # Each copy under its own names: the wrapper picks one at run time.
             source = text.replace(f"@{MODEL_FUNCTION}(", f"@{MODEL_FUNCTION}_{variant}(")
-            for private in ("node_row", "encode", "update", "priority_score", "register_score",
-                            "spill_score", "block_score", "split_spill_score", "register_row",
-                            "block_row", "first_best"):  # fmt: skip
+            for private in (
+                "node_row",
+                "encode",
+                "update",
+                "priority_score",
+                "register_score",
+                "spill_score",
+                "block_score",
+                "split_spill_score",
+                "register_row",
+                "block_row",
+                "first_best",
+            ):
                 source = source.replace(f"@{private}", f"@{variant}_{private}")
             (tmp / f"{variant}.mlir").write_text(source, encoding="utf-8")
-            _run(mlir_opt, [str(tmp / f"{variant}.mlir"), *_LOWERING, "-o",
-                            str(tmp / f"{variant}.llvm.mlir")], "lowering the agents")  # fmt: skip
-            _run(translate, ["--mlir-to-llvmir", str(tmp / f"{variant}.llvm.mlir"), "-o",
-                             str(tmp / f"{variant}.ll")], "translating the agents")  # fmt: skip
+            _run(
+                mlir_opt,
+                [str(tmp / f"{variant}.mlir"), *_LOWERING, "-o", str(tmp / f"{variant}.llvm.mlir")],
+                "lowering the agents",
+            )
+            _run(
+                translate,
+                [
+                    "--mlir-to-llvmir",
+                    str(tmp / f"{variant}.llvm.mlir"),
+                    "-o",
+                    str(tmp / f"{variant}.ll"),
+                ],
+                "translating the agents",
+            )
             obj = tmp / f"{variant}.o"
-            _run(clang, ["-O2", f"-march={march}", "-fPIC", "-Wno-override-module", "-c",
-                         str(tmp / f"{variant}.ll"), "-o", str(obj)], "compiling the agents")  # fmt: skip
+            _run(
+                clang,
+                [
+                    "-O2",
+                    f"-march={march}",
+                    "-fPIC",
+                    "-Wno-override-module",
+                    "-c",
+                    str(tmp / f"{variant}.ll"),
+                    "-o",
+                    str(obj),
+                ],
+                "compiling the agents",
+            )
             objects.append(str(obj))
         (tmp / "wrapper.c").write_text(_c_wrapper(), encoding="utf-8")
         (tmp / "exports.map").write_text(
@@ -844,11 +929,22 @@ def compile_native(policy: RegallocGNN, out: str | Path) -> Path:
         )
         _run(
             clang,
-            ["-O2", "-fPIC", "-std=c11", "-shared", "-fvisibility=hidden",
-             f"-Wl,--version-script={tmp / 'exports.map'}", "-Wl,--no-undefined",
-             str(tmp / "wrapper.c"), *objects, "-lm", "-o", str(out)],
+            [
+                "-O2",
+                "-fPIC",
+                "-std=c11",
+                "-shared",
+                "-fvisibility=hidden",
+                f"-Wl,--version-script={tmp / 'exports.map'}",
+                "-Wl,--no-undefined",
+                str(tmp / "wrapper.c"),
+                *objects,
+                "-lm",
+                "-o",
+                str(out),
+            ],
             "linking the agents",
-        )  # fmt: skip
+        )
     from mlbridge.regalloc.interface import feature_specs
 
     read = {name for name, _, _ in _ARGS}

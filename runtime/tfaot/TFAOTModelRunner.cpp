@@ -409,8 +409,8 @@ Error TFAOTModelRunner::bindRows(size_t I, const TensorRef &F) {
   const char *Data = Rows ? F.bytes().data() : nullptr;
   if (Data != A.Bound) {
     if (SetArgData(Instance.get(), Index, Data) != 0)
-      return aotError("model '" + Name + "' cannot read feature '" +
-                      F.name() + "' in place (misaligned)");
+      return aotError("model '" + Name + "' cannot read feature '" + F.name() +
+                      "' in place (misaligned)");
     A.Bound = Data;
   }
   return Error::success();

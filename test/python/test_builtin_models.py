@@ -76,12 +76,13 @@ def test_builtins_are_registered_once_and_fit_the_inline_advisor(tmp_path: Path)
     first = ensure_builtin_models(BUILTIN_MODELS, registry)
     names = [n for m in INLINERS for n in (m.name, f"{m.name}-native", f"{m.name}-aot")]
     names += [n for m in PHASE_ORDER for n in (m.name, f"{m.name}-native")]
-    names += [m.name for m in REGALLOC]  # ONNX only: its If has no native form
+    # The agents' native form is their own compiler's (mlbridge.regalloc.native).
+    names += [n for m in REGALLOC for n in (m.name, f"{m.name}-native")]
     assert [m.name for m in first] == names
     assert [m.kind for m in first] == ["onnx", "native", "tfaot"] * len(INLINERS) + [
         "onnx",
         "native",
-    ] * len(PHASE_ORDER) + ["onnx"] * len(REGALLOC)
+    ] * (len(PHASE_ORDER) + len(REGALLOC))
     tasks = {m.name: m.task for m in first}
     assert all(tasks[f"{b.name}-native"] == b.task for b in BUILTIN_MODELS if b.native)
     assert all(tasks[b.name] == b.task for b in BUILTIN_MODELS)
@@ -127,13 +128,21 @@ def test_the_regalloc_agents_fit_the_allocators_interface_with_a_split_agent(tmp
 
     (builtin,) = REGALLOC
     assert RegallocGNN.load(builtin.policy_path).split
+    # Not the unused function_name and spill_weights.
+    model_inputs_read = ["agent", "node_features", "edges", "node", "register_features",
+                         "block_features", "action_mask"]  # fmt: skip
     registry = Registry(tmp_path / "registry")
     ensure_builtin_models(BUILTIN_MODELS, registry, tfaot=False)
     model = registry.get(builtin.name)
     assert (model.kind, model.task) == ("onnx", "regalloc")
     assert check_compatible(list(feature_specs()), model.features) == []
     assert [a.name for a in model.advice] == [advice_spec().name]
-    assert f"{builtin.name}-native" not in registry.names()
+    # Its native form (the network's own compiler) reads what the network reads.
+    native = registry.get(f"{builtin.name}-native")
+    assert (native.kind, native.task) == ("native", "regalloc")
+    assert check_compatible(list(feature_specs()), native.features) == []
+    assert {f.name for f in native.features} == set(model_inputs_read)
+    assert [a.name for a in native.advice] == [advice_spec().name]
 
 
 def test_an_onnx_builtin_without_its_ort_format_copy_is_registered_again(tmp_path: Path):
@@ -170,12 +179,12 @@ def test_a_builtin_is_built_again_when_its_exporter_changes(tmp_path: Path):
     exporter.write_text("# the export, version 1\n")
     model = replace(REGALLOC[0], exporter=(exporter,))
     registry = Registry(tmp_path / "registry")
-    (first,) = ensure_builtin_models([model], registry, tfaot=False)
+    (first,) = ensure_builtin_models([model], registry, tfaot=False, native=False)
     assert "[exporter sha256 " in (first.description or "")
-    (kept,) = ensure_builtin_models([model], registry, tfaot=False)
+    (kept,) = ensure_builtin_models([model], registry, tfaot=False, native=False)
     assert kept.description == first.description
     exporter.write_text("# the export, version 2\n")
-    (rebuilt,) = ensure_builtin_models([model], registry, tfaot=False)
+    (rebuilt,) = ensure_builtin_models([model], registry, tfaot=False, native=False)
     assert rebuilt.description != first.description
     assert registry.get(model.name).description == rebuilt.description
 

@@ -94,7 +94,10 @@ def test_each_builtin_model_goes_to_the_pass_of_its_task(plugin: Path, tmp_path:
     models = ensure_builtin_models(BUILTIN_MODELS, Registry(tmp_path / "registry"), tfaot=False)
     # The register allocator's models act in llc: a section of their own, not opt rows.
     in_opt = [m for m in models if m.task != "regalloc"]
-    assert {m.name for m in models if m.task == "regalloc"} == {"regalloc-split"}  # no native
+    assert {m.name for m in models if m.task == "regalloc"} == {
+        "regalloc-split",
+        "regalloc-split-native",
+    }
     configs = configurations(plugin, in_opt)
     assert configs[0].model is None
     by_model = {c.model: c for c in configs[1:]}
