@@ -32,6 +32,7 @@ GNN_RUNNERS = {
     "GNN in-process (ONNX Runtime)",
     "GNN in-process, .onnx only (ONNX Runtime)",
     "GNN in-process, every edge (ONNX Runtime)",
+    "GNN in-process (native, MLIR)",
     "GNN pipe (bitstream, PyTorch)",
     "GNN gRPC (PyTorch server)",
 }
@@ -118,7 +119,7 @@ def test_smoke_run_times_the_graph_policy_on_two_parallel_jobs_too(
     # The objects of the 2-job runs are compared with the others too.
     assert all(a["differing"] == [] for a in result["object_agreement"]["GNN"].values())
     assert "| lua | GNN gRPC (PyTorch server) | 2 |" in report
-    assert "- lua, 2 jobs: gRPC / in-process = " in report
+    assert "- lua, 2 jobs, ONNX Runtime: gRPC / in-process = " in report
 
 
 def test_smoke_run_times_the_allocator_without_a_model_on_both_job_counts(
@@ -145,7 +146,7 @@ def test_smoke_run_measures_onnx_runtime_start_up_per_llc_process(
     startup = result["meta"]["gnn"]["startup"]
     medians = startup["median_s"]
     assert set(medians) == {"stock llc", "plugin, built-in policy",
-                            "plugin, model in ONNX Runtime"}  # fmt: skip
+                            "plugin, model in ONNX Runtime", "plugin, native model"}  # fmt: skip
     assert all(v > 0 for v in medians.values())
     assert startup["onnxruntime_startup_s"] == pytest.approx(
         medians["plugin, model in ONNX Runtime"] - medians["plugin, built-in policy"]
@@ -153,3 +154,20 @@ def test_smoke_run_measures_onnx_runtime_start_up_per_llc_process(
     # Loading ONNX Runtime and a session of the model is never free.
     assert startup["onnxruntime_startup_s"] > 0
     assert "ONNX Runtime's start-up (its library, environment and the model's session)" in report
+
+
+def test_smoke_run_times_the_native_agents_and_they_allocate_as_the_others(
+    smoke: tuple[str, dict[str, Any], Path],
+) -> None:
+    # The agents compiled through MLIR: in-process without ONNX Runtime, the same objects.
+    report, result, _ = smoke
+    rows = {(r["runner"], r["jobs"], r["project"]): r for r in result["compile_time"]}
+    for project in result["meta"]["modules"]:
+        for jobs in (1, 2):
+            row = rows["GNN in-process (native, MLIR)", jobs, project]
+            assert row["model"] == "GNN" and row["median_s"] > 0
+        # Counted among the GNN's runners: the same objects as ONNX Runtime and PyTorch.
+        assert result["object_agreement"]["GNN"][project]["differing_modules"] == []
+    assert "| lua | GNN in-process (native, MLIR) | 1 |" in report
+    assert "- lua, 1 job, native: gRPC / in-process = " in report
+    assert "With the native model: " in report
