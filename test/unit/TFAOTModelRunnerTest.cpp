@@ -275,6 +275,64 @@ TEST(TFAOTModelRunner, BadSharedObjectsAreRefused) {
   EXPECT_NE(Msg.find("cannot load TF AOT model"), std::string::npos) << Msg;
 }
 
+/// The features of TFAOTRowsModel.cpp: two inputs with rows of their own,
+/// one the model does not read.
+std::vector<TensorSpec> rowsFeatures() {
+  return {createSpec<float>("weights", {-1}), createSpec<int64_t>("count", {1}),
+          createSpec<float>("unread", {2}),
+          createSpec<float>("values", {-1, 2})};
+}
+
+/// Each input with rows of its own takes its feature's rows, read in place,
+/// whatever they are from one evaluation to the next (none too).
+TEST(TFAOTModelRunner, InputsWithRowsOfTheirOwnTakeEachFeaturesRows) {
+  MLB_ASSERT_VALUE(R, TFAOTModelRunner::load(AOT_ROWS_SO, rowsFeatures(),
+                                             createSpec<float>("total", {1})));
+  ASSERT_FALSE(R->setFeature("count", int64_t(100)));
+  for (int64_t Rows : {3, 1, 5, 0, 2}) {
+    std::vector<float> Values, Weights;
+    float Want = 100;
+    for (int64_t I = 0; I < Rows; ++I) {
+      Values.insert(Values.end(), {float(I), 0.5f});
+      Weights.push_back(float(10 * I));
+      Want += float(I) + 0.5f + float(10 * I);
+    }
+    ASSERT_FALSE(R->setFeatureWithShape<float>("values", {Rows, 2}, Values));
+    ASSERT_FALSE(
+        R->setFeatureWithShape<float>("weights", {Rows}, ArrayRef(Weights)));
+    MLB_ASSERT_VALUE(Total, R->evaluate<float>());
+    EXPECT_EQ(Total, Want) << Rows << " rows";
+  }
+}
+
+/// A run the model refuses is an error with the model's own reason.
+TEST(TFAOTModelRunner, ARefusedRunGivesTheModelsReason) {
+  MLB_ASSERT_VALUE(R, TFAOTModelRunner::load(AOT_ROWS_SO, rowsFeatures(),
+                                             createSpec<float>("total", {1})));
+  ASSERT_FALSE(R->setFeatureWithShape<float>("values", {2, 2}, {1, 2, 3, 4}));
+  ASSERT_FALSE(R->setFeatureWithShape<float>("weights", {3}, {1, 2, 3}));
+  std::string Msg = errorText(R->evaluate<float>());
+  EXPECT_NE(Msg.find("model 'rows' failed to run: values and weights have "
+                     "different rows"),
+            std::string::npos)
+      << Msg;
+  // Fixed, it answers again.
+  ASSERT_FALSE(R->setFeatureWithShape<float>("weights", {2}, {1, 2}));
+  MLB_ASSERT_VALUE(Total, R->evaluate<float>());
+  EXPECT_EQ(Total, 13.0f);
+}
+
+/// Inputs with rows are read in place: a model that cannot is refused.
+TEST(TFAOTModelRunner, RowsWithoutSetArgDataAreRefused) {
+  std::string Msg = errorText(
+      TFAOTModelRunner::load(AOT_ROWS_NO_SET_ARG_DATA_SO, rowsFeatures(),
+                             createSpec<float>("total", {1})));
+  EXPECT_NE(Msg.find("has set_arg_rows but also set_batch, or no "
+                     "set_arg_data"),
+            std::string::npos)
+      << Msg;
+}
+
 /// dlopen() runs a library's constructors: a model file another user
 /// controls is refused before it is loaded.
 TEST(TFAOTModelRunner, RefusesASharedObjectAnotherUserControls) {
