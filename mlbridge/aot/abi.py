@@ -11,7 +11,10 @@ the same list of functions in ``TFAOTFunctions``; ``ABI_VERSION`` must match its
 A model with a dynamic batch (``mlbridge compile`` of an ONNX model with a symbolic
 leading dimension) gives that dimension as :data:`DYNAMIC_BATCH` in its shape tables
 and also exports the :data:`BATCH_FUNCTIONS`: an addition to version 1 that models
-without a batch (every ``mlbridge aot`` model) do not export.
+without a batch (every ``mlbridge aot`` model) do not export. A model whose inputs each
+take their own rows (the register allocator's agents, :mod:`mlbridge.regalloc.native`)
+exports ``set_arg_rows`` instead, and may export ``error_message`` (docs/tfaot.md); its
+own compiler writes its wrapper, not this module.
 """
 
 from __future__ import annotations
