@@ -431,15 +431,64 @@ def _row_functions(m: _Module, policy: RegallocGNN) -> None:
     m.add(f.text(f"return {first} : i64"))
 
 
-def _embed_all(f: _Function, policy: RegallocGNN, n: str, e: str) -> tuple[str, str]:
-    """Every node's transformed features and embedding, after the rounds of messages."""
+def _embed_all(
+    f: _Function, policy: RegallocGNN, n: str, e: str, queued: bool = False
+) -> tuple[str, str]:
+    """Every node's transformed features and embedding, after the rounds of messages.
+
+    With ``queued``, only the rows the queued nodes' embeddings read (``action_mask`` > 0:
+    the priority agent's nodes): after round r, the nodes fewer than ``rounds - r`` edges
+    from a queued one. Their rows are computed by the same operations in the same order,
+    so they equal the whole graph's; the others are left unset.
+    """
     hid = policy.hidden
+    rounds = policy.rounds
     xs, hs = f.alloc(n, _NODE), f.alloc(n, hid)
+    # levels[r]: the rows needed after round r (levels[rounds]: the queued nodes).
+    levels: list[str | None] = [None] * (rounds + 1)
+    if queued:
+        one8, zero8 = f.op("arith.constant 1 : i8"), f.op("arith.constant 0 : i8")
+        for r in range(rounds, -1, -1):
+            level = f.op(f"memref.alloc({n}) : memref<?xi8>")
+            levels[r] = level
+            i = f.loop(n)
+            if r == rounds:
+                mk = f.op(f"memref.load %mask[{i}] : memref<?xi64>")
+                on = f.op(f"arith.cmpi sgt, {mk}, {f.zero64} : i64")
+            else:
+                later = f.op(f"memref.load {levels[r + 1]}[{i}] : memref<?xi8>")
+                on = f.op(f"arith.cmpi ne, {later}, {zero8} : i8")
+            flag = f.op(f"arith.select {on}, {one8}, {zero8} : i8")
+            f.emit(f"memref.store {flag}, {level}[{i}] : memref<?xi8>")
+            f.end()
+            if r < rounds:
+                # And every neighbour of a row needed after the next round.
+                j = f.loop(e)
+                ends = [f.op(f"arith.index_cast {f.edge(j, k)} : i64 to index") for k in (0, 1)]
+                for to, source in ((ends[0], ends[1]), (ends[1], ends[0])):
+                    flag = f.op(f"memref.load {levels[r + 1]}[{source}] : memref<?xi8>")
+                    f.open_if(f.op(f"arith.cmpi ne, {flag}, {zero8} : i8"), None)
+                    f.emit(f"memref.store {one8}, {level}[{to}] : memref<?xi8>")
+                    f.end()
+                f.end()
+
+    def when(level: str | None, row: str) -> None:
+        # Opens an scf.if on the row being needed (closed by the caller), or nothing.
+        if level is not None:
+            flag = f.op(f"memref.load {level}[{row}] : memref<?xi8>")
+            f.open_if(f.op(f"arith.cmpi ne, {flag}, {f.op('arith.constant 0 : i8')} : i8"), None)
+
+    def close(level: str | None) -> None:
+        if level is not None:
+            f.end()
+
     i = f.loop(n)
+    when(levels[0], i)
     f.call("node_row", [_NF, (i, "index"), (xs, _rows(_NODE)), (i, "index")])
     f.call("encode", [(xs, _rows(_NODE)), (i, "index"), (hs, _rows(hid)), (i, "index")])
+    close(levels[0])
     f.end()
-    for r in range(policy.rounds):
+    for r in range(rounds):
         # The neighbours' embeddings added up along every edge a -> b, then b -> a, in
         # the edges' order, as the network's scatter does.
         total = f.alloc(n, hid)
@@ -452,12 +501,15 @@ def _embed_all(f: _Function, policy: RegallocGNN, n: str, e: str) -> tuple[str, 
             j = f.loop(e)
             a = f.op(f"arith.index_cast {f.edge(j, src)} : i64 to index")
             b = f.op(f"arith.index_cast {f.edge(j, dst)} : i64 to index")
+            when(levels[r + 1], b)
             q = f.loop(f.index(hid))
             s = f.op(f"arith.addf {f.load(total, hid, b, q)}, {f.load(hs, hid, a, q)} : f32")
             f.store(s, total, hid, b, q)
             f.end()
+            close(levels[r + 1])
             f.end()
         i = f.loop(n)
+        when(levels[r + 1], i)
         f.call(
             f"update{r}",
             [
@@ -468,8 +520,12 @@ def _embed_all(f: _Function, policy: RegallocGNN, n: str, e: str) -> tuple[str, 
                 (_degree(f, i), "f32"),
             ],
         )
+        close(levels[r + 1])
         f.end()
         f.free(total, hid)
+    for level in levels:
+        if level is not None:
+            f.emit(f"memref.dealloc {level} : memref<?xi8>")
     return xs, hs
 
 
@@ -593,6 +649,8 @@ def regalloc_mlir(policy: RegallocGNN) -> str:
     block_features, action_mask, action) -> i32`` (``memref`` arguments, C interface)
     stores the action and returns 0, or returns a status of :data:`STATUS_MESSAGES`.
     """
+    from mlbridge.regalloc.gnn import ILLEGAL_SCORE
+
     policy = policy.eval()
     hid = policy.hidden
     m = _Module()
@@ -628,11 +686,20 @@ def regalloc_mlir(policy: RegallocGNN) -> str:
     # The ONNX export's branches: priority (0), coloring (1), split (anything else).
     priority = f.open_if(f.op(f"arith.cmpi eq, {agent}, {f.zero64} : i64"))
     checked = f.open_if(f.op(f"arith.cmpi eq, {actions}, {n} : index"))
-    xs, hs = _embed_all(f, policy, n, e)
+    xs, hs = _embed_all(f, policy, n, e, queued=True)
     scores = f.op(f"memref.alloc({actions}) : memref<?xf32>")
     i = f.loop(n)
+    # A queued node's score; the others' are illegal whatever they would be.
+    legal = f.op(
+        f"arith.cmpi sgt, {f.op(f'memref.load %mask[{i}] : memref<?xi64>')}, {f.zero64} : i64"
+    )
+    score = f.open_if(legal, "f32")
     node_args = [(hs, _rows(hid)), (i, "index"), (xs, _rows(_NODE)), (i, "index")]
-    _masked_choice(f, scores, i, f.call("priority_score", node_args, "f32"))
+    f.emit(f"scf.yield {f.call('priority_score', node_args, 'f32')} : f32")
+    f.otherwise()
+    f.emit(f"scf.yield {f.f32(ILLEGAL_SCORE)} : f32")
+    f.end()
+    f.emit(f"memref.store {score}, {scores}[{i}] : memref<?xf32>")
     f.end()
     _choose(f, scores)
     f.free(xs, _NODE)
