@@ -24,10 +24,10 @@
 /// A model `mlbridge compile` built with a dynamic batch gives its leading
 /// dimension as -1 and exports `set_batch`: the runner takes the rows from
 /// the features bound to the batched inputs at each evaluation, and answers
-/// with that many rows. A model that exports `set_arg_rows` instead (one of
-/// inputs with rows of their own, such as the register allocator's graph)
-/// gets each such input's rows from its feature, and reads the feature's
-/// buffer in place.
+/// with that many rows. A model that exports `set_arg_rows` instead (its
+/// inputs each have rows of their own, as the register allocator's graph
+/// does) gets each such input's rows from its feature, and reads the
+/// feature's buffer in place.
 ///
 //===----------------------------------------------------------------------===//
 

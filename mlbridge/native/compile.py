@@ -32,7 +32,7 @@ from mlbridge.native.importer import ImportedModel, NativeCompileError, TensorIn
 from mlbridge.native.wrapper import ELEMENT_TYPES, render_c_wrapper
 from mlbridge.tensor_spec import TensorSpec
 
-__all__ = ["MLIR_PIPELINE", "NativeOutputs", "compile_onnx", "native_specs"]
+__all__ = ["MLIR_PIPELINE", "NativeOutputs", "compile_onnx", "native_specs", "run_tool"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TOOL_TIMEOUT_S = 600.0
@@ -67,7 +67,8 @@ class NativeOutputs:
     batch_symbol: str | None = None
 
 
-def _run(tool: str, args: list[str], what: str) -> None:
+def run_tool(tool: str, args: list[str], what: str) -> None:
+    """Runs an LLVM or MLIR tool; a failure is a NativeCompileError with its last lines."""
     try:
         proc = subprocess.run(
             [tool, *args], capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S, check=False
@@ -138,12 +139,12 @@ def compile_onnx_outputs(
     with tempfile.TemporaryDirectory(prefix="mlbridge-native-") as tmp_name:
         tmp = Path(tmp_name)
         (tmp / "model.mlir").write_text(imported.mlir, encoding="utf-8")
-        _run(
+        run_tool(
             mlir_opt,
             [str(tmp / "model.mlir"), *MLIR_PIPELINE, "-o", str(tmp / "model.llvm.mlir")],
             "lowering the model with mlir-opt",
         )
-        _run(
+        run_tool(
             mlir_translate,
             ["--mlir-to-llvmir", str(tmp / "model.llvm.mlir"), "-o", str(tmp / "model.ll")],
             "translating the model to LLVM IR",
@@ -158,14 +159,14 @@ def compile_onnx_outputs(
         if static:
             prefix = f"-DMLBRIDGE_AOT_PREFIX=mlbridge_aot_{name}"
             objs = [tmp / "model.o", tmp / "wrapper.o"]
-            _run(clang, [*flags, "-c", str(tmp / "model.ll"), "-o", str(objs[0])], "compiling")
-            _run(
+            run_tool(clang, [*flags, "-c", str(tmp / "model.ll"), "-o", str(objs[0])], "compiling")
+            run_tool(
                 clang,
                 [*flags, "-std=c11", prefix, "-c", str(wrapper), "-o", str(objs[1])],
                 "compiling the C wrapper",
             )
             out.unlink(missing_ok=True)
-            _run(
+            run_tool(
                 find_llvm_tool("llvm-ar"),
                 ["rcs", str(out), *map(str, objs)],
                 "archiving the model",
@@ -183,7 +184,7 @@ def compile_onnx_outputs(
             script.write_text(
                 "MLBRIDGE_AOT_1 { global: mlbridge_aot_*; local: *; };\n", encoding="utf-8"
             )
-            _run(
+            run_tool(
                 clang,
                 [
                     *flags,

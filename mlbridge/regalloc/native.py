@@ -32,7 +32,7 @@ import numpy as np
 import orjson
 
 from mlbridge.llvm import find_llvm_tool
-from mlbridge.native.compile import _run
+from mlbridge.native.compile import run_tool
 from mlbridge.native.importer import NativeCompileError
 from mlbridge.regalloc.interface import ADVICE, BLOCK_FEATURES, MASK, NODE_FEATURES
 
@@ -959,12 +959,12 @@ def compile_native(policy: RegallocGNN, out: str | Path) -> Path:
             ):
                 source = source.replace(f"@{private}", f"@{variant}_{private}")
             (tmp / f"{variant}.mlir").write_text(source, encoding="utf-8")
-            _run(
+            run_tool(
                 mlir_opt,
                 [str(tmp / f"{variant}.mlir"), *_LOWERING, "-o", str(tmp / f"{variant}.llvm.mlir")],
                 "lowering the agents",
             )
-            _run(
+            run_tool(
                 translate,
                 [
                     "--mlir-to-llvmir",
@@ -975,7 +975,7 @@ def compile_native(policy: RegallocGNN, out: str | Path) -> Path:
                 "translating the agents",
             )
             obj = tmp / f"{variant}.o"
-            _run(
+            run_tool(
                 clang,
                 [
                     "-O2",
@@ -994,7 +994,7 @@ def compile_native(policy: RegallocGNN, out: str | Path) -> Path:
         (tmp / "exports.map").write_text(
             "MLBRIDGE_AOT_1 { global: mlbridge_aot_*; local: *; };\n", encoding="utf-8"
         )
-        _run(
+        run_tool(
             clang,
             [
                 "-O2",

@@ -116,7 +116,8 @@ TFAOTModelRunner::load(StringRef SharedObjectPath,
   auto Lib = std::make_shared<Library>(Handle);
   TFAOTFunctions Fns;
   void **Slots = reinterpret_cast<void **>(&Fns);
-  // The required functions, then the optional SetArgData and SetBatch.
+  // The required functions, then the optional SetArgData, SetBatch,
+  // SetArgRows and ErrorMessage.
   static_assert(sizeof(TFAOTFunctions) ==
                     (sizeof(SymbolSuffixes) / sizeof(SymbolSuffixes[0]) + 4) *
                         sizeof(void *),
