@@ -19,6 +19,15 @@ the object holds an AVX2 copy of the model beside the baseline one and runs it w
 processor has AVX2 (the same operations in the same order: the same floats). The floats
 may differ from PyTorch's and ONNX Runtime's in the last bits (their kernels add in
 other orders), which the tie tolerance absorbs but at its very edge (docs/ml-regalloc.md).
+
+Between two priority queries the allocator changes a few nodes (the one it colored, the
+ones it evicted or split), so the wrapper keeps, per node, the last priority query's
+features, encoding and score, and the sources of its messages. It compares each query
+with the last (features bit for bit, the edges as a whole, else each node's sources)
+and marks the nodes whose score cannot have changed: those ``rounds`` edges or more
+from any change. The model reuses their scores and the unchanged nodes' encodings, and
+computes the rest in the same operations and order as without the cache, so an answer
+is the same whatever came before it.
 """
 
 from __future__ import annotations
@@ -37,6 +46,8 @@ from mlbridge.native.importer import NativeCompileError
 from mlbridge.regalloc.interface import ADVICE, BLOCK_FEATURES, MASK, NODE_FEATURES
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mlbridge.regalloc.gnn import RegallocGNN
 
 __all__ = ["MODEL_FUNCTION", "STATUS_MESSAGES", "compile_native", "regalloc_mlir"]
@@ -50,6 +61,7 @@ STATUS_MESSAGES = {
     "rows of register_features + 1; split: the rows of block_features + 1)",
     3: "node is outside [0, N) for a coloring or split query",
     4: "an input with rows has no data (set_arg_data)",
+    5: "the model could not allocate its cache of node rows (out of memory)",
 }
 
 _NODE, _REG, _BLOCK = 12, 6, 9  # transformed widths (gnn's _NODE_INPUTS, ...)
@@ -437,13 +449,17 @@ def _embed_all(
     """Every node's transformed features and embedding, after the rounds of messages.
 
     With ``queued``, only the rows the queued nodes' embeddings read (``action_mask`` > 0:
-    the priority agent's nodes): after round r, the nodes fewer than ``rounds - r`` edges
-    from a queued one. Their rows are computed by the same operations in the same order,
-    so they equal the whole graph's; the others are left unset.
+    the priority agent's nodes) whose score is not reused from the cache (``%reuse``):
+    after round r, the nodes fewer than ``rounds - r`` edges from such a node. Their rows
+    are computed by the same operations in the same order, so they equal the whole
+    graph's; the others are left unset. The transformed features are then the cache's
+    (``%cache_x``, not to be freed), and each row's encoding is taken from the cache
+    where the wrapper left it valid (``%ok_h``), else computed and cached.
     """
     hid = policy.hidden
     rounds = policy.rounds
-    xs, hs = f.alloc(n, _NODE), f.alloc(n, hid)
+    xs = "%cache_x" if queued else f.alloc(n, _NODE)
+    hs = f.alloc(n, hid)
     # levels[r]: the rows needed after round r (levels[rounds]: the queued nodes).
     levels: list[str | None] = [None] * (rounds + 1)
     if queued:
@@ -454,7 +470,11 @@ def _embed_all(
             i = f.loop(n)
             if r == rounds:
                 mk = f.op(f"memref.load %mask[{i}] : memref<?xi64>")
-                on = f.op(f"arith.cmpi sgt, {mk}, {f.zero64} : i64")
+                reused = f.op(f"memref.load %reuse[{i}] : memref<?xi8>")
+                on = f.op(
+                    f"arith.andi {f.op(f'arith.cmpi sgt, {mk}, {f.zero64} : i64')}, "
+                    f"{f.op(f'arith.cmpi eq, {reused}, {zero8} : i8')} : i1"
+                )
             else:
                 later = f.op(f"memref.load {levels[r + 1]}[{i}] : memref<?xi8>")
                 on = f.op(f"arith.cmpi ne, {later}, {zero8} : i8")
@@ -462,14 +482,15 @@ def _embed_all(
             f.emit(f"memref.store {flag}, {level}[{i}] : memref<?xi8>")
             f.end()
             if r < rounds:
-                # And every neighbour of a row needed after the next round.
-                j = f.loop(e)
-                ends = [f.op(f"arith.index_cast {f.edge(j, k)} : i64 to index") for k in (0, 1)]
-                for to, source in ((ends[0], ends[1]), (ends[1], ends[0])):
-                    flag = f.op(f"memref.load {levels[r + 1]}[{source}] : memref<?xi8>")
-                    f.open_if(f.op(f"arith.cmpi ne, {flag}, {zero8} : i8"), None)
-                    f.emit(f"memref.store {one8}, {level}[{to}] : memref<?xi8>")
-                    f.end()
+                # And every neighbour of a row needed after the next round (the sources
+                # of its messages: the edges go both ways).
+                i = f.loop(n)
+                flag = f.op(f"memref.load {levels[r + 1]}[{i}] : memref<?xi8>")
+                f.open_if(f.op(f"arith.cmpi ne, {flag}, {zero8} : i8"), None)
+                u = _sources(f, i)
+                f.emit(f"memref.store {one8}, {level}[{u}] : memref<?xi8>")
+                f.end()
+                f.end()
                 f.end()
 
     def when(level: str | None, row: str) -> None:
@@ -484,18 +505,57 @@ def _embed_all(
 
     i = f.loop(n)
     when(levels[0], i)
-    f.call("node_row", [_NF, (i, "index"), (xs, _rows(_NODE)), (i, "index")])
-    f.call("encode", [(xs, _rows(_NODE)), (i, "index"), (hs, _rows(hid)), (i, "index")])
+    if queued:
+        # The cached row (a function of the node's features alone), else computed into
+        # the cache; then copied, as the rounds update it in place.
+        ok = f.op(f"memref.load %ok_h[{i}] : memref<?xi8>")
+        f.open_if(f.op(f"arith.cmpi eq, {ok}, {f.op('arith.constant 0 : i8')} : i8"), None)
+        f.call("node_row", [_NF, (i, "index"), (xs, _rows(_NODE)), (i, "index")])
+        f.call("encode", [(xs, _rows(_NODE)), (i, "index"), ("%cache_h", _rows(hid)), (i, "index")])
+        f.emit(f"memref.store {f.op('arith.constant 1 : i8')}, %ok_h[{i}] : memref<?xi8>")
+        f.end()
+        q = f.loop(f.index(hid))
+        f.store(f.load("%cache_h", hid, i, q), hs, hid, i, q)
+        f.end()
+    else:
+        f.call("node_row", [_NF, (i, "index"), (xs, _rows(_NODE)), (i, "index")])
+        f.call("encode", [(xs, _rows(_NODE)), (i, "index"), (hs, _rows(hid)), (i, "index")])
     close(levels[0])
     f.end()
     for r in range(rounds):
+        total = f.alloc(n, hid)
+        if queued:
+            # Each needed row's messages, added up in the wrapper's order of their sources
+            # (along every edge a -> b, then b -> a, in the edges' order): the scatter's.
+            i = f.loop(n)
+            when(levels[r + 1], i)
+            q = f.loop(f.index(hid))
+            f.store(f.zero, total, hid, i, q)
+            f.end()
+            u = _sources(f, i)
+            q = f.loop(f.index(hid))
+            f.store(
+                f.op(f"arith.addf {f.load(total, hid, i, q)}, {f.load(hs, hid, u, q)} : f32"),
+                total,
+                hid,
+                i,
+                q,
+            )
+            f.end()
+            f.end()
+            close(levels[r + 1])
+            f.end()
+            _update(f, r, hs, total, hid, n, when, close, levels[r + 1])
+            f.free(total, hid)
+            continue
         # The neighbours' embeddings added up along every edge a -> b, then b -> a, in
         # the edges' order, as the network's scatter does.
-        total = f.alloc(n, hid)
         i = f.loop(n)
+        when(levels[r + 1], i)
         q = f.loop(f.index(hid))
         f.store(f.zero, total, hid, i, q)
         f.end()
+        close(levels[r + 1])
         f.end()
         for src, dst in ((0, 1), (1, 0)):
             j = f.loop(e)
@@ -508,25 +568,46 @@ def _embed_all(
             f.end()
             close(levels[r + 1])
             f.end()
-        i = f.loop(n)
-        when(levels[r + 1], i)
-        f.call(
-            f"update{r}",
-            [
-                (hs, _rows(hid)),
-                (i, "index"),
-                (total, _rows(hid)),
-                (i, "index"),
-                (_degree(f, i), "f32"),
-            ],
-        )
-        close(levels[r + 1])
-        f.end()
+        _update(f, r, hs, total, hid, n, when, close, levels[r + 1])
         f.free(total, hid)
     for level in levels:
         if level is not None:
             f.emit(f"memref.dealloc {level} : memref<?xi8>")
     return xs, hs
+
+
+def _update(
+    f: _Function,
+    r: int,
+    hs: str,
+    total: str,
+    hid: int,
+    n: str,
+    when: Callable[[str | None, str], None],
+    close: Callable[[str | None], None],
+    level: str | None,
+) -> None:
+    """Round ``r``'s update of every row (of ``level``), once all its totals are in."""
+    i = f.loop(n)
+    when(level, i)
+    args = [(hs, _rows(hid)), (i, "index"), (total, _rows(hid)), (i, "index")]
+    f.call(f"update{r}", [*args, (_degree(f, i), "f32")])
+    close(level)
+    f.end()
+
+
+def _sources(f: _Function, node: str) -> str:
+    """Opens a loop over the wrapper's list of ``node``'s message sources; the source."""
+    bounds = [
+        f.op(f"memref.load %start[{at}] : memref<?xi64>")
+        for at in (node, f.op(f"arith.addi {node}, {f.c1} : index"))
+    ]
+    first, last = (f.op(f"arith.index_cast {b} : i64 to index") for b in bounds)
+    k = f.fresh()
+    f.emit(f"scf.for {k} = {first} to {last} step {f.c1} {{")
+    f.indent += 2
+    source = f.op(f"memref.load %sources[{k}] : memref<?xi64>")
+    return f.op(f"arith.index_cast {source} : i64 to index")
 
 
 def _degree(f: _Function, row: str) -> str:
@@ -562,17 +643,20 @@ def _embed_node(f: _Function, policy: RegallocGNN, n: str, e: str, node: str) ->
     f.store(f.zero, total, hid, f.c0, q)
     f.end()
     node64 = f.op(f"arith.index_cast {node} : index to i64")
-    # Messages into the node: along every edge (u, node), then every (node, u).
-    for src, dst in ((0, 1), (1, 0)):
-        j = f.loop(e)
-        f.open_if(f.op(f"arith.cmpi eq, {f.edge(j, dst)}, {node64} : i64"), None)
-        u = f.op(f"arith.index_cast {f.edge(j, src)} : i64 to index")
+
+    def message(u: str) -> None:
         f.call("node_row", [_NF, (u, "index"), (xu, _rows(_NODE)), (f.c0, "index")])
         f.call("encode", [(xu, _rows(_NODE)), (f.c0, "index"), (hu, _rows(hid)), (f.c0, "index")])
         q = f.loop(f.index(hid))
         s = f.op(f"arith.addf {f.load(total, hid, f.c0, q)}, {f.load(hu, hid, f.c0, q)} : f32")
         f.store(s, total, hid, f.c0, q)
         f.end()
+
+    # Messages into the node: along every edge (u, node), then every (node, u).
+    for src, dst in ((0, 1), (1, 0)):
+        j = f.loop(e)
+        f.open_if(f.op(f"arith.cmpi eq, {f.edge(j, dst)}, {node64} : i64"), None)
+        message(f.op(f"arith.index_cast {f.edge(j, src)} : i64 to index"))
         f.end()
         f.end()
     f.call(
@@ -646,8 +730,13 @@ def regalloc_mlir(policy: RegallocGNN) -> str:
     """The MLIR module of ``policy``'s deterministic decisions (see the module's docs).
 
     ``regalloc_agents(agent, node_features, edges, node, register_features,
-    block_features, action_mask, action) -> i32`` (``memref`` arguments, C interface)
-    stores the action and returns 0, or returns a status of :data:`STATUS_MESSAGES`.
+    block_features, action_mask, action, reuse, ok_h, ok_score, cache_x, cache_h,
+    cache_score, start, sources) -> i32`` (``memref`` arguments, C interface) stores the
+    action and returns 0, or returns a status of :data:`STATUS_MESSAGES`. The arguments
+    after ``action`` are the wrapper's cache, a row per node for a priority query (else
+    empty): which scores to reuse, which cached encodings and scores are valid (set
+    here for what it computes), the cached rows, and each node's message sources in the
+    network's order (``sources[start[v]:start[v + 1]]``).
     """
     from mlbridge.regalloc.gnn import ILLEGAL_SCORE
 
@@ -658,8 +747,11 @@ def regalloc_mlir(policy: RegallocGNN) -> str:
     f = m.function(
         f"  func.func @{MODEL_FUNCTION}(%agent: memref<1xi64>, %nf: {_NF[1]}, "
         "%edges: memref<?x2xi64>, %node: memref<1xi64>, %rf: memref<?x5xf32>, "
-        "%bf: memref<?x7xf32>, %mask: memref<?xi64>, %action: memref<1xi64>) -> i32 "
-        "attributes {llvm.emit_c_interface} {"
+        "%bf: memref<?x7xf32>, %mask: memref<?xi64>, %action: memref<1xi64>, "
+        "%reuse: memref<?xi8>, %ok_h: memref<?xi8>, %ok_score: memref<?xi8>, "
+        f"%cache_x: {_rows(_NODE)}, %cache_h: {_rows(hid)}, %cache_score: memref<?xf32>, "
+        "%start: memref<?xi64>, %sources: memref<?xi64>) "
+        "-> i32 attributes {llvm.emit_c_interface} {"
     )
     n = f.op(f"memref.dim %nf, {f.c0} : {_NF[1]}")
     e = f.op(f"memref.dim %edges, {f.c0} : memref<?x2xi64>")
@@ -686,25 +778,41 @@ def regalloc_mlir(policy: RegallocGNN) -> str:
     # The ONNX export's branches: priority (0), coloring (1), split (anything else).
     priority = f.open_if(f.op(f"arith.cmpi eq, {agent}, {f.zero64} : i64"))
     checked = f.open_if(f.op(f"arith.cmpi eq, {actions}, {n} : index"))
+    # The wrapper's cache has a row per node (else it could not allocate one).
+    cached = f.op(f"memref.dim %reuse, {f.c0} : memref<?xi8>")
+    ready = f.open_if(f.op(f"arith.cmpi eq, {cached}, {n} : index"))
     xs, hs = _embed_all(f, policy, n, e, queued=True)
     scores = f.op(f"memref.alloc({actions}) : memref<?xf32>")
     i = f.loop(n)
-    # A queued node's score; the others' are illegal whatever they would be.
+    # A queued node's score (the cache's where the wrapper found the node's inputs
+    # unchanged since it was computed); the others' are illegal whatever they would be.
     legal = f.op(
         f"arith.cmpi sgt, {f.op(f'memref.load %mask[{i}] : memref<?xi64>')}, {f.zero64} : i64"
     )
     score = f.open_if(legal, "f32")
+    reused = f.op(f"memref.load %reuse[{i}] : memref<?xi8>")
+    fresh = f.open_if(f.op(f"arith.cmpi eq, {reused}, {f.op('arith.constant 0 : i8')} : i8"), "f32")
     node_args = [(hs, _rows(hid)), (i, "index"), (xs, _rows(_NODE)), (i, "index")]
-    f.emit(f"scf.yield {f.call('priority_score', node_args, 'f32')} : f32")
+    computed = f.call("priority_score", node_args, "f32")
+    f.emit(f"memref.store {computed}, %cache_score[{i}] : memref<?xf32>")
+    f.emit(f"memref.store {f.op('arith.constant 1 : i8')}, %ok_score[{i}] : memref<?xi8>")
+    f.emit(f"scf.yield {computed} : f32")
+    f.otherwise()
+    f.emit(f"scf.yield {f.op(f'memref.load %cache_score[{i}] : memref<?xf32>')} : f32")
+    f.end()
+    f.emit(f"scf.yield {fresh} : f32")
     f.otherwise()
     f.emit(f"scf.yield {f.f32(ILLEGAL_SCORE)} : f32")
     f.end()
     f.emit(f"memref.store {score}, {scores}[{i}] : memref<?xf32>")
     f.end()
     _choose(f, scores)
-    f.free(xs, _NODE)
     f.free(hs, hid)
     f.yield_status(0)
+    f.otherwise()
+    f.yield_status(5)
+    f.end()
+    f.emit(f"scf.yield {ready} : i32")
     f.otherwise()
     f.yield_status(2)
     f.end()
@@ -773,8 +881,17 @@ def regalloc_mlir(policy: RegallocGNN) -> str:
 _C_TYPES = {"f32": 8, "i64": 6}  # mlbridge::ElementType numbers (Float, Int64)
 
 
-def _c_wrapper() -> str:
-    """The C side of the shared object: mlbridge's AOT ABI over :data:`MODEL_FUNCTION`."""
+def _c_wrapper(hidden: int, rounds: int) -> str:
+    """The C side of the shared object: mlbridge's AOT ABI over :data:`MODEL_FUNCTION`.
+
+    It keeps the priority agent's cache: between one priority query and the next, the
+    allocator changes a few nodes' features and edges, so most nodes' scores and
+    encodings are the same. A score is a function of the node's features and, after
+    ``rounds`` rounds of messages, of the sources of the messages into it (in order) and
+    their features, ``rounds`` edges deep; the wrapper compares these with the last
+    priority query's (the features bit for bit) and lets the model reuse what is
+    unchanged. Reused values are the ones the same operations on the same inputs give.
+    """
     names = ", ".join(f'"{name}"' for name, _, _ in _ARGS)
     types = ", ".join(str(_C_TYPES[t]) for _, t, _ in _ARGS)
     ranks = ", ".join("1" if c is None or c == 0 else "2" for _, _, c in _ARGS)
@@ -792,19 +909,25 @@ def _c_wrapper() -> str:
  * {MODEL_FUNCTION}. Inputs with rows (a leading -1) read the caller's buffers. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define API __attribute__((visibility("default")))
 #define NUM_ARGS {len(_ARGS)}
+#define FEATURES {len(NODE_FEATURES)} /* columns of node_features */
+#define ENCODED {_NODE}   /* columns of a transformed row */
+#define HIDDEN {hidden}
+#define ROUNDS {rounds}
 
 struct memref1 {{ void *allocated, *aligned; int64_t offset, size[1], stride[1]; }};
 struct memref2 {{ void *allocated, *aligned; int64_t offset, size[2], stride[2]; }};
 
-int32_t _mlir_ciface_{MODEL_FUNCTION}_base(struct memref1 *, struct memref2 *,
-    struct memref2 *, struct memref1 *, struct memref2 *, struct memref2 *,
-    struct memref1 *, struct memref1 *);
-int32_t _mlir_ciface_{MODEL_FUNCTION}_avx2(struct memref1 *, struct memref2 *,
-    struct memref2 *, struct memref1 *, struct memref2 *, struct memref2 *,
-    struct memref1 *, struct memref1 *);
+#define MODEL_ARGS struct memref1 *, struct memref2 *, struct memref2 *, \
+    struct memref1 *, struct memref2 *, struct memref2 *, struct memref1 *, \
+    struct memref1 *, struct memref1 *, struct memref1 *, struct memref1 *, \
+    struct memref2 *, struct memref2 *, struct memref1 *, struct memref1 *, \
+    struct memref1 *
+int32_t _mlir_ciface_{MODEL_FUNCTION}_base(MODEL_ARGS);
+int32_t _mlir_ciface_{MODEL_FUNCTION}_avx2(MODEL_ARGS);
 
 static const char *const kNames[NUM_ARGS] = {{{names}}};
 static const int32_t kTypes[NUM_ARGS] = {{{types}}};
@@ -815,12 +938,26 @@ static const int64_t *const kShapes[NUM_ARGS] = {{{shape_names}}};
 static const int64_t kWidths[NUM_ARGS] = {{{widths}}};
 static const int64_t kOne[1] = {{1}};
 
+/* What the last priority query left, per node: its features (bits), its transformed
+ * row and encoding (valid where ok_h), its score (valid where ok_score), and the
+ * sources of the messages into it (sources[start[v]] to sources[start[v + 1]]). */
+struct cache {{
+  int64_t capacity, source_capacity;
+  int64_t rows; /* the last priority query's N; rows past it are unknown */
+  uint32_t *key;
+  float *x, *h, *score;
+  int8_t *ok_h, *ok_score, *reuse, *clean, *next_clean, *same_sources;
+  int64_t *start, *sources, *next_start, *next_sources, *fill;
+  int64_t *edges, edge_count; /* the last priority query's */
+}};
+
 struct mlbridge_aot_instance {{
   const void *data[NUM_ARGS]; /* the caller's buffers, or own for single values */
   int64_t rows[NUM_ARGS];
   int64_t own[NUM_ARGS];
   int64_t action;
   int32_t status;
+  struct cache cache;
 }};
 
 static int valid(int32_t i) {{ return i >= 0 && i < NUM_ARGS; }}
@@ -845,7 +982,17 @@ API struct mlbridge_aot_instance *mlbridge_aot_create(void) {{
       P->data[i] = &P->own[i];
   return P;
 }}
-API void mlbridge_aot_destroy(struct mlbridge_aot_instance *P) {{ free(P); }}
+API void mlbridge_aot_destroy(struct mlbridge_aot_instance *P) {{
+  if (!P)
+    return;
+  struct cache *C = &P->cache;
+  void *owned[] = {{C->key, C->x, C->h, C->score, C->ok_h, C->ok_score, C->reuse, C->clean,
+                   C->next_clean, C->same_sources, C->start, C->sources, C->next_start,
+                   C->next_sources, C->fill, C->edges}};
+  for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); ++i)
+    free(owned[i]);
+  free(P);
+}}
 /* A single value's own buffer; an input with rows has none (set_arg_data). */
 API void *mlbridge_aot_arg_data(struct mlbridge_aot_instance *P, int32_t i) {{
   return P && valid(i) && !kWidths[i] ? &P->own[i] : 0;
@@ -887,6 +1034,163 @@ static struct memref2 matrix(const void *p, int64_t n, int64_t w) {{
   return m;
 }}
 
+/* *p grown to count elements of size bytes (its contents kept); 0 if out of memory. */
+static int grow(void *p, int64_t count, size_t size) {{
+  void *bigger = realloc(*(void **)p, (size_t)count * size);
+  if (!bigger)
+    return 0;
+  *(void **)p = bigger;
+  return 1;
+}}
+
+/* Room for n nodes and s message sources; 0 if out of memory (the cache then forgets
+ * everything, as the arrays may be of different sizes). */
+static int reserve(struct cache *C, int64_t n, int64_t s) {{
+  if (n + 1 > C->capacity) {{ /* start has a row more */
+    int64_t c = n + 1 > 2 * C->capacity ? n + 1 : 2 * C->capacity;
+    int ok = grow(&C->key, c * FEATURES, 4) && grow(&C->x, c * ENCODED, 4) &&
+             grow(&C->h, c * HIDDEN, 4) && grow(&C->score, c, 4) && grow(&C->ok_h, c, 1) &&
+             grow(&C->ok_score, c, 1) && grow(&C->reuse, c, 1) && grow(&C->clean, c, 1) &&
+             grow(&C->next_clean, c, 1) && grow(&C->same_sources, c, 1) &&
+             grow(&C->start, c, 8) && grow(&C->next_start, c, 8) &&
+             grow(&C->fill, c, 8);
+    if (!ok) {{
+      C->rows = 0;
+      return 0;
+    }}
+    C->capacity = c;
+  }}
+  if (s > C->source_capacity) {{
+    int64_t c = s > 2 * C->source_capacity ? s : 2 * C->source_capacity;
+    if (!grow(&C->sources, c, 8) || !grow(&C->next_sources, c, 8) || !grow(&C->edges, c, 8)) {{
+      C->rows = 0;
+      return 0;
+    }}
+    C->source_capacity = c;
+  }}
+  return 1;
+}}
+
+/* Whether the edges are the last priority query's (and N): the allocator sends the
+ * whole interference graph, which changes only when a node or an edge is added. */
+static int same_edges(const struct cache *C, int64_t n, int64_t e, const int64_t *edges) {{
+  return n == C->rows && e == C->edge_count &&
+         (e == 0 || !memcmp(C->edges, edges, (size_t)e * 16));
+}}
+
+/* Every edge's ends in [0, N) (else the model refuses the query). */
+static int inside(int64_t n, int64_t e, const int64_t *edges) {{
+  uint64_t outside = 0; /* branch-free, so vectorized */
+  for (int64_t j = 0; j < 2 * e; ++j)
+    outside |= (uint64_t)edges[j] >= (uint64_t)n;
+  return !outside;
+}}
+
+/* The sources of each node's messages in the model's order (along every edge (a, b)
+ * into b, then along every edge into a), and which nodes' lists are the last query's. */
+static void index_sources(struct cache *C, int64_t n, int64_t e, const int64_t *edges) {{
+  memset(C->fill, 0, (size_t)n * 8);
+  for (int64_t j = 0; j < e; ++j) {{
+    ++C->fill[edges[2 * j + 1]];
+    ++C->fill[edges[2 * j]];
+  }}
+  C->next_start[0] = 0;
+  for (int64_t v = 0; v < n; ++v) {{
+    C->next_start[v + 1] = C->next_start[v] + C->fill[v];
+    C->fill[v] = C->next_start[v];
+  }}
+  for (int64_t j = 0; j < e; ++j)
+    C->next_sources[C->fill[edges[2 * j + 1]]++] = edges[2 * j];
+  for (int64_t j = 0; j < e; ++j)
+    C->next_sources[C->fill[edges[2 * j]]++] = edges[2 * j + 1];
+  for (int64_t v = 0; v < n; ++v) {{
+    int64_t count = C->next_start[v + 1] - C->next_start[v];
+    int8_t same = v < C->rows && C->start[v + 1] - C->start[v] == count;
+    const int64_t *was = C->sources + C->start[v], *now = C->next_sources + C->next_start[v];
+    for (int64_t k = 0; same && k < count; ++k)
+      same = was[k] == now[k];
+    C->same_sources[v] = same;
+  }}
+  int64_t *t = C->start;
+  C->start = C->next_start;
+  C->next_start = t;
+  t = C->sources;
+  C->sources = C->next_sources;
+  C->next_sources = t;
+  if (e)
+    memcpy(C->edges, edges, (size_t)e * 16);
+  C->edge_count = e;
+}}
+
+/* For a priority query the model answers (agent 0, a mask of N, every edge inside):
+ * compares it with the last one, clears what changed and sets reuse[v] where node v's
+ * score is the cache's. 0 for another query, or if out of memory. */
+static int prepare(struct mlbridge_aot_instance *P) {{
+  struct cache *C = &P->cache;
+  int64_t n = P->rows[1], e = P->rows[2];
+  const uint32_t *features = P->data[1];
+  const int64_t *edges = P->data[2];
+  if (*(const int64_t *)P->data[0] != 0 || P->rows[6] != n)
+    return 0;
+  int unchanged = same_edges(C, n, e, edges);
+  if (!unchanged && !inside(n, e, edges))
+    return 0;
+  if (!reserve(C, n, 2 * e))
+    return 0;
+  /* clean[v]: what node v reads is the last query's (its features, bit for bit:
+   * 0.0 and -0.0 differ), after 0 rounds of messages, then after each. */
+  for (int64_t v = 0; v < n; ++v) {{
+    const uint32_t *row = features + v * FEATURES;
+    uint32_t *key = C->key + v * FEATURES;
+    uint32_t differ = v >= C->rows;
+    for (int c = 0; !differ && c < FEATURES; ++c)
+      differ |= row[c] ^ key[c];
+    if (differ) {{
+      memcpy(key, row, FEATURES * 4);
+      C->ok_h[v] = C->ok_score[v] = 0;
+    }}
+    C->clean[v] = !differ;
+  }}
+  if (unchanged) {{
+    /* Outwards from the changed nodes, a ring of neighbours a round (the edges go
+     * both ways, so a node's sources are the nodes it sends to). */
+    int64_t *changed = C->fill, count = 0, begin = 0;
+    for (int64_t v = 0; v < n; ++v)
+      if (!C->clean[v])
+        changed[count++] = v;
+    for (int r = 0; r < ROUNDS; ++r) {{
+      int64_t end = count;
+      for (int64_t i = begin; i < end; ++i)
+        for (int64_t k = C->start[changed[i]]; k < C->start[changed[i] + 1]; ++k)
+          if (C->clean[C->sources[k]]) {{
+            C->clean[C->sources[k]] = 0;
+            changed[count++] = C->sources[k];
+          }}
+      begin = end;
+    }}
+  }} else {{
+    index_sources(C, n, e, edges);
+    for (int r = 0; r < ROUNDS; ++r) {{
+      for (int64_t v = 0; v < n; ++v) {{
+        int8_t still = C->clean[v] && C->same_sources[v];
+        for (int64_t k = C->start[v]; still && k < C->start[v + 1]; ++k)
+          still = C->clean[C->sources[k]];
+        C->next_clean[v] = still;
+      }}
+      int8_t *t = C->clean;
+      C->clean = C->next_clean;
+      C->next_clean = t;
+    }}
+  }}
+  for (int64_t v = 0; v < n; ++v) {{
+    if (!C->clean[v])
+      C->ok_score[v] = 0;
+    C->reuse[v] = C->ok_score[v];
+  }}
+  C->rows = n;
+  return 1;
+}}
+
 /* 0 on success; else error_message says why. */
 API int32_t mlbridge_aot_run(struct mlbridge_aot_instance *P) {{
   if (!P)
@@ -901,10 +1205,23 @@ API int32_t mlbridge_aot_run(struct mlbridge_aot_instance *P) {{
   struct memref2 bf = matrix(P->data[5], P->rows[5], kWidths[5]);
   struct memref1 mask = vector(P->data[6], P->rows[6]);
   struct memref1 action = vector(&P->action, 1);
+  /* The cache's rows, for a priority query only (none: the model refuses the query,
+   * or says the cache could not be allocated). */
+  struct cache *C = &P->cache;
+  int64_t n = prepare(P) ? P->rows[1] : 0;
+  struct memref1 reuse = vector(C->reuse, n), ok_h = vector(C->ok_h, n);
+  struct memref1 ok_score = vector(C->ok_score, n), score = vector(C->score, n);
+  struct memref2 x = matrix(C->x, n, ENCODED), h = matrix(C->h, n, HIDDEN);
+  struct memref1 start = vector(C->start, n ? n + 1 : 0);
+  struct memref1 sources = vector(C->sources, n ? C->start[n] : 0);
   /* The same operations in the same order either way: the same floats. */
   P->status = __builtin_cpu_supports("avx2")
-      ? _mlir_ciface_{MODEL_FUNCTION}_avx2(&agent, &nf, &edges, &node, &rf, &bf, &mask, &action)
-      : _mlir_ciface_{MODEL_FUNCTION}_base(&agent, &nf, &edges, &node, &rf, &bf, &mask, &action);
+      ? _mlir_ciface_{MODEL_FUNCTION}_avx2(&agent, &nf, &edges, &node, &rf, &bf, &mask, &action,
+                                           &reuse, &ok_h, &ok_score, &x, &h, &score, &start,
+                                           &sources)
+      : _mlir_ciface_{MODEL_FUNCTION}_base(&agent, &nf, &edges, &node, &rf, &bf, &mask, &action,
+                                           &reuse, &ok_h, &ok_score, &x, &h, &score, &start,
+                                           &sources);
   return P->status;
 }}
 """
@@ -990,7 +1307,7 @@ def compile_native(policy: RegallocGNN, out: str | Path) -> Path:
                 "compiling the agents",
             )
             objects.append(str(obj))
-        (tmp / "wrapper.c").write_text(_c_wrapper(), encoding="utf-8")
+        (tmp / "wrapper.c").write_text(_c_wrapper(policy.hidden, policy.rounds), encoding="utf-8")
         (tmp / "exports.map").write_text(
             "MLBRIDGE_AOT_1 { global: mlbridge_aot_*; local: *; };\n", encoding="utf-8"
         )

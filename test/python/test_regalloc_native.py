@@ -2,8 +2,9 @@
 
 The shared object, loaded by llc-22's TF AOT runner, makes the ONNX export's allocation
 byte for byte on real corpus modules (the machine verifier on); it answers random queries
-of every agent as the export does in ONNX Runtime; it refuses a bad query with its reason;
-and it needs nothing but the C library and libm.
+of every agent as the export does in ONNX Runtime; one instance answers an episode's
+queries from its cache as a new instance answers each; it refuses a bad query with its
+reason; and it needs nothing but the C library and libm.
 """
 
 from __future__ import annotations
@@ -112,6 +113,85 @@ def test_native_agents_answer_random_queries_as_the_onnx_export(
         want = session.run([ADVICE], query)[0]
         got = model.run({k: v for k, v in query.items() if k not in ("function_name",)})
         assert got[ADVICE].tolist() == want.tolist()
+
+
+def _episode_step(
+    rng: np.random.Generator, query: dict[str, np.ndarray], best: int
+) -> dict[str, np.ndarray]:
+    """The query after one change an allocation makes, most of them around ``best``."""
+    q = {k: v.copy() for k, v in query.items()}
+    nf, edges, n = q["node_features"], q["edges"], len(q["node_features"])
+    near = np.unique(edges[(edges == best).any(axis=1)])
+    kind = rng.choice(["dequeue", "neighbour", "remove-edge", "add-edge", "add-node"])
+    if kind == "dequeue":  # colored: out of the queue
+        nf[best, 5:7] = (0.0, 1.0)
+        q[MASK][best] = 0
+    elif kind == "neighbour":  # a neighbour (or the node) evicted, re-weighted, ...
+        v = int(rng.choice(near)) if len(near) else best
+        nf[v, int(rng.integers(0, len(NODE_FEATURES)))] = rng.uniform(0, 30)
+    elif kind == "remove-edge" and (edges == best).any():
+        q["edges"] = np.delete(edges, int(np.flatnonzero((edges == best).any(axis=1))[0]), 0)
+    elif kind == "add-edge":
+        at = int(rng.integers(0, len(edges) + 1))
+        q["edges"] = np.insert(edges, at, [best, int(rng.integers(0, n))], axis=0)
+    else:  # a split: a new queued node next to the split one
+        q["node_features"] = np.vstack([nf, rng.uniform(0, 5, (1, len(NODE_FEATURES)))])
+        q["node_features"][n, 5:8] = (1.0, 0.0, 0.0)
+        q[MASK] = np.append(q[MASK], 1)
+        q["edges"] = np.vstack([edges, [[n, best]]])
+    if not q[MASK].any():
+        q[MASK][int(rng.integers(0, len(q[MASK])))] = 1
+    return q
+
+
+def test_an_episode_is_answered_from_the_cache_as_from_scratch(
+    agents: tuple[Path, Path],
+) -> None:
+    """One instance through an episode (scores and encodings reused between priority
+    queries, coloring and split queries and refused ones between them) answers each
+    query as a new instance does."""
+    native = agents[0]
+    rng = np.random.default_rng(7)
+    reused = NativeModel(native)
+    query = _query(rng, 0)
+    while len(query["node_features"]) < 20:
+        query = _query(rng, 0)
+    others = 0
+    for _ in range(300):
+        feeds = {k: v for k, v in query.items() if k != "function_name"}
+        with NativeModel(native) as fresh:
+            want = fresh.run(feeds)[ADVICE].tolist()
+        assert reused.run(feeds)[ADVICE].tolist() == want
+        best = want[0]
+        # A few nodes around it queued alone: their scores compared pairwise, so that a
+        # stale one shows even where it is not the largest.
+        edges = feeds["edges"]
+        near = np.unique(np.append(edges[(edges == best).any(axis=1)], best))
+        for _ in range(3):
+            mask = np.zeros_like(feeds[MASK])
+            mask[rng.choice(near, min(3, len(near)), replace=False)] = 1
+            mask[rng.integers(0, len(mask))] = 1
+            with NativeModel(native) as fresh:
+                want = fresh.run({**feeds, MASK: mask})[ADVICE].tolist()
+            assert reused.run({**feeds, MASK: mask})[ADVICE].tolist() == want
+        roll = rng.uniform()
+        if roll < 0.3:  # coloring or split queries for that node, as the allocator asks
+            for _ in range(3):
+                other = _query(rng, int(rng.integers(1, 3)))
+                side = {**feeds, **{k: other[k] for k in ("agent", "register_features",
+                                                          "block_features", MASK)}}  # fmt: skip
+                side["node"] = np.array([best], np.int64)
+                with NativeModel(native) as fresh:
+                    want = fresh.run(side)[ADVICE].tolist()
+                assert reused.run(side)[ADVICE].tolist() == want
+                others += 1
+        elif roll < 0.4:  # a refused query leaves the cache as it was
+            bad = {**feeds, "edges": np.vstack([feeds["edges"], [[0, len(query[MASK])]]])}
+            with pytest.raises(NativeCompileError, match="outside"):
+                reused.run(bad)
+        for _ in range(int(rng.integers(1, 4))):  # one change, or several at once
+            query = _episode_step(rng, query, best)
+    assert others > 150
 
 
 @pytest.mark.parametrize(
