@@ -25,6 +25,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Analysis/AliasAnalysis.h"
 #include "llvm/CodeGen/CalcSpillWeights.h"
+#include "llvm/CodeGen/EdgeBundles.h"
 #include "llvm/CodeGen/LiveDebugVariables.h"
 #include "llvm/CodeGen/LiveIntervals.h"
 #include "llvm/CodeGen/LiveRangeEdit.h"
@@ -39,6 +40,7 @@
 #include "llvm/CodeGen/MachineRegisterInfo.h"
 #include "llvm/CodeGen/RegisterClassInfo.h"
 #include "llvm/CodeGen/SlotIndexes.h"
+#include "llvm/CodeGen/SpillPlacement.h"
 #include "llvm/CodeGen/Spiller.h"
 #include "llvm/CodeGen/TargetInstrInfo.h"
 #include "llvm/CodeGen/TargetOpcodes.h"
@@ -48,6 +50,8 @@
 #include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/Function.h"
 #include "llvm/IR/LLVMContext.h"
+#include "llvm/InitializePasses.h"
+#include "llvm/PassRegistry.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -61,6 +65,7 @@ namespace mlbridge::passes {
 namespace {
 
 constexpr const char *RemarkPass = "mlbridge-regalloc";
+using RegionBorders = MLRegAllocOptions::RegionBorders;
 constexpr StringLiteral AdviceName = "regalloc_action";
 constexpr StringLiteral MaskName = "action_mask";
 
@@ -109,6 +114,8 @@ struct SplitCandidate {
   SmallVector<SplitCopy, 4> Copies;
   /// A region's register (none for a block split).
   MCRegister Phys;
+  /// Whether spill placement chose the region's borders.
+  bool Placed = false;
   float Features[NumBlockFeatures] = {};
 };
 
@@ -149,11 +156,15 @@ public:
                         const RegisterClassInfo &RCI, Spiller &Spill,
                         VirtRegAuxInfo &VRAI,
                         const MachineBlockFrequencyInfo &MBFI,
-                        MachineOptimizationRemarkEmitter &ORE, bool SplitAgent)
+                        MachineOptimizationRemarkEmitter &ORE, bool SplitAgent,
+                        RegionBorders Borders, const EdgeBundles *Bundles,
+                        SpillPlacement *Placer)
       : MF(MF), LIS(LIS), VRM(VRM), Matrix(Matrix), RCI(RCI), Spill(Spill),
         VRAI(VRAI), MBFI(MBFI), ORE(ORE), MRI(MF.getRegInfo()),
         TRI(*MF.getSubtarget().getRegisterInfo()),
-        TII(*MF.getSubtarget().getInstrInfo()), SplitAgent(SplitAgent) {
+        TII(*MF.getSubtarget().getInstrInfo()), SplitAgent(SplitAgent),
+        Borders(Placer && Bundles ? Borders : RegionBorders::Free),
+        Bundles(Bundles), Placer(Placer) {
     for (const MCPhysReg *CSR = TRI.getCalleeSavedRegs(&MF); CSR && *CSR; ++CSR)
       CalleeSaved.insert(*CSR);
   }
@@ -804,7 +815,8 @@ private:
   struct PartialBlock {
     MachineBasicBlock *Block = nullptr;
     /// The head's end: the first instruction at or after the interference
-    /// (nullptr: no head).
+    /// (nullptr: no head, or a free block's head, which ends with the
+    /// block).
     MachineInstr *LeaveBefore = nullptr;
     /// The tail's start: the first instruction after the interference
     /// (nullptr: the interference reaches the terminators, no tail).
@@ -819,9 +831,11 @@ private:
   /// The head and tail \p MBB offers a region of \p LI in the register taken
   /// between \p Intf's bounds: each only if it has uses or defs of \p LI
   /// (a part without any would only move a copy within the block).
-  std::optional<PartialBlock>
-  partialBlock(const LiveInterval &LI, MachineBasicBlock &MBB,
-               std::pair<SlotIndex, SlotIndex> Intf) {
+  std::optional<PartialBlock> partialBlock(const LiveInterval &LI,
+                                           MachineBasicBlock &MBB,
+                                           std::pair<SlotIndex, SlotIndex> Intf,
+                                           bool MayHead = true,
+                                           bool MayTail = true) {
     PartialBlock P;
     P.Block = &MBB;
     MachineInstr *Last = nullptr; // the last instruction touching Intf
@@ -873,8 +887,8 @@ private:
         }
       }
     }
-    P.Head = HeadUses > 0;
-    P.Tail = TailUses > 0 && P.EnterBefore;
+    P.Head = MayHead && HeadUses > 0;
+    P.Tail = MayTail && TailUses > 0 && P.EnterBefore;
     if (!P.Head && !P.Tail)
       return std::nullopt;
     if (P.Head) {
@@ -888,6 +902,157 @@ private:
       P.Calls += TailCalls;
     }
     return P;
+  }
+
+  /// A block where the region's register is free but spill placement
+  /// keeps the value in it across only one of the block's borders: the new
+  /// register takes every use and def in the block and holds the value from
+  /// the block's start (\p Head) to its terminators, or from its first
+  /// instruction (after PHIs and labels) to its end. None if it has no use
+  /// or def of \p LI, or (a tail) no instruction before its terminators.
+  std::optional<PartialBlock> freeBlockEnd(const LiveInterval &LI,
+                                           MachineBasicBlock &MBB, bool Head) {
+    PartialBlock P;
+    P.Block = &MBB;
+    for (MachineInstr &MI : MBB) {
+      if (MI.isDebugInstr())
+        continue;
+      ++P.Instructions;
+      P.Calls += MI.isCall();
+      if (MI.readsRegister(LI.reg(), &TRI) ||
+          MI.modifiesRegister(LI.reg(), &TRI))
+        P.Inside.push_back(&MI);
+    }
+    if (P.Inside.empty())
+      return std::nullopt;
+    if (Head) {
+      P.Head = true;
+      auto Term = MBB.getFirstTerminator();
+      P.LeaveBefore = Term == MBB.end() ? nullptr : &*Term;
+      return P;
+    }
+    auto First = MBB.SkipPHIsLabelsAndDebug(MBB.begin());
+    if (First == MBB.end() || First->isTerminator())
+      return std::nullopt;
+    P.Tail = true;
+    P.EnterBefore = &*First;
+    return P;
+  }
+
+  /// What spill placement needs of a block with uses or defs of a live
+  /// range (greedy's SplitAnalysis::BlockInfo).
+  struct UseBlock {
+    SlotIndex First, Last;
+    bool Defines = false, LastIsImplicitDef = false;
+  };
+
+  /// Asks LLVM's spill placement where \p LI should be in \p Phys, given
+  /// \p Intfs (where \p Phys is taken in each of \p Live's blocks) and
+  /// \p UseBlocks: a port of the greedy allocator's addSplitConstraints,
+  /// growRegion and addThroughConstraints against this allocator's own
+  /// interference. Sets \p RegBundles to the edge bundles across which the
+  /// value should be in \p Phys; false if there is none, or if the placement
+  /// gives up (a spill needed before a block's first split point, or more
+  /// than greedy's budget of block visits).
+  bool
+  placeRegion(const LiveInterval &LI, ArrayRef<MachineBasicBlock *> Live,
+              ArrayRef<std::optional<std::pair<SlotIndex, SlotIndex>>> Intfs,
+              const SmallDenseMap<MachineBasicBlock *, UseBlock, 8> &UseBlocks,
+              BitVector &RegBundles) {
+    using SP = SpillPlacement;
+    Placer->prepare(RegBundles);
+    // The placement keeps a pointer to RegBundles until finish().
+    auto Finish = [&](bool Result) {
+      Placer->finish();
+      return Result && RegBundles.any();
+    };
+    SmallVector<SP::BlockConstraint, 16> Constraints;
+    BitVector Through(MF.getNumBlockIDs());
+    DenseMap<unsigned, size_t> IndexOf;
+    for (size_t I = 0; I < Live.size(); ++I) {
+      MachineBasicBlock *MBB = Live[I];
+      const unsigned N = MBB->getNumber();
+      const bool LiveIn = LIS.isLiveInToMBB(LI, MBB);
+      const bool LiveOut = LIS.isLiveOutOfMBB(LI, MBB);
+      auto It = UseBlocks.find(MBB);
+      if (It == UseBlocks.end()) {
+        if (LiveIn && LiveOut) {
+          Through.set(N);
+          IndexOf[N] = I;
+        }
+        continue;
+      }
+      const UseBlock &B = It->second;
+      SP::BlockConstraint BC;
+      BC.Number = N;
+      BC.Entry = LiveIn ? SP::PrefReg : SP::DontCare;
+      BC.Exit = LiveOut && !B.LastIsImplicitDef ? SP::PrefReg : SP::DontCare;
+      BC.ChangesValue = B.Defines;
+      if (const auto &Intf = Intfs[I]) {
+        if (LiveIn) {
+          if (Intf->first <= LIS.getMBBStartIdx(MBB))
+            BC.Entry = SP::MustSpill;
+          else if (Intf->first < B.First)
+            BC.Entry = SP::PrefSpill;
+          auto Split = MBB->SkipPHIsLabelsAndDebug(MBB->begin());
+          if (BC.Entry != SP::PrefReg && Split != MBB->end() &&
+              B.First < LIS.getInstructionIndex(*Split))
+            return Finish(false);
+        }
+        if (LiveOut) {
+          if (takenAtEnd(*MBB, *Intf))
+            BC.Exit = SP::MustSpill;
+          else if (Intf->second > B.Last)
+            BC.Exit = SP::PrefSpill;
+        }
+      }
+      Constraints.push_back(BC);
+    }
+    Placer->addConstraints(Constraints);
+    if (!Placer->scanActiveBundles())
+      return Finish(false);
+    // Grow the region into the blocks it lives through, bundle by bundle
+    // from those that prefer the register (greedy's growRegion).
+    unsigned Budget = 10000; // greedy's -grow-region-complexity-budget
+    SmallVector<unsigned, 16> New;
+    while (true) {
+      for (unsigned Bundle : Placer->getRecentPositive()) {
+        ArrayRef<unsigned> Blocks = Bundles->getBlocks(Bundle);
+        if (Blocks.size() >= Budget)
+          return Finish(false);
+        Budget -= Blocks.size();
+        for (unsigned B : Blocks)
+          if (Through.test(B)) {
+            Through.reset(B);
+            New.push_back(B);
+          }
+      }
+      if (New.empty())
+        break;
+      SmallVector<SP::BlockConstraint, 8> Taken;
+      SmallVector<unsigned, 8> Links;
+      for (unsigned N : New) {
+        const size_t I = IndexOf.lookup(N);
+        const auto &Intf = Intfs[I];
+        if (!Intf) {
+          Links.push_back(N);
+          continue;
+        }
+        MachineBasicBlock *MBB = Live[I];
+        SP::BlockConstraint BC;
+        BC.Number = N;
+        BC.Entry = Intf->first <= LIS.getMBBStartIdx(MBB) ? SP::MustSpill
+                                                          : SP::PrefSpill;
+        BC.Exit = takenAtEnd(*MBB, *Intf) ? SP::MustSpill : SP::PrefSpill;
+        BC.ChangesValue = false;
+        Taken.push_back(BC);
+      }
+      New.clear();
+      Placer->addConstraints(Taken);
+      Placer->addLinks(Links);
+      Placer->iterate();
+    }
+    return Finish(true);
   }
 
   /// The region splits of \p LI: for each register the coloring agent was
@@ -909,6 +1074,14 @@ private:
   /// all leave outside, else at the end of each predecessor leaving outside;
   /// back at the start of a block entered outside whose predecessors all
   /// leave inside, else at the end of each block leaving inside to it.
+  ///
+  /// With placed borders (RegionBorders), each register's region may instead
+  /// (Placed), or also (Both), be the one LLVM's spill placement chooses
+  /// (placeRegion): the value is in the register across the edge bundles it
+  /// picks, so a block may keep only its head (in the register from its
+  /// start) or its tail (to its end) though the register is free there, and
+  /// a free block it lives through may stay outside; the copies follow from
+  /// where blocks are entered and left inside, as above.
   void addRegionCandidates(
       const LiveInterval &LI,
       const SmallDenseMap<MachineBasicBlock *, unsigned, 8> &Uses,
@@ -934,221 +1107,275 @@ private:
     auto Freq = [&](MachineBasicBlock *MBB) {
       return MBFI.getBlockFreqRelativeToEntryBlock(MBB);
     };
-    // Each region offered so far: (block number, 3 whole, 1 head, 2 tail).
+    // Each region offered so far: (block number, 3 whole, 1 head, 2 tail
+    // around interference; 5 head, 6 tail of a free block).
     SmallVector<SmallVector<unsigned, 16>, 4> Seen;
+    SmallVector<bool, 16> LiveIn, LiveOut;
+    for (MachineBasicBlock *MBB : Live) {
+      LiveIn.push_back(LIS.isLiveInToMBB(LI, MBB));
+      LiveOut.push_back(LIS.isLiveOutOfMBB(LI, MBB));
+    }
+    SmallVector<bool, 2> Layouts;
+    if (Borders != RegionBorders::Placed)
+      Layouts.push_back(false);
+    SmallDenseMap<MachineBasicBlock *, UseBlock, 8> UseBlocks;
+    if (Borders != RegionBorders::Free) {
+      Layouts.push_back(true);
+      for (MachineInstr &MI : MRI.reg_nodbg_instructions(LI.reg())) {
+        const SlotIndex Idx = LIS.getInstructionIndex(MI);
+        auto [It, New] = UseBlocks.try_emplace(MI.getParent());
+        UseBlock &B = It->second;
+        if (New || Idx < B.First)
+          B.First = Idx;
+        if (New || B.Last < Idx) {
+          B.Last = Idx;
+          B.LastIsImplicitDef = MI.isImplicitDef();
+        }
+        B.Defines |= MI.modifiesRegister(LI.reg(), &TRI);
+      }
+    }
     for (const Candidate &Reg : Candidates) {
       const SmallVector<HeldSegment, 64> Held = heldSegments(LI, Reg.Phys);
-      SmallPtrSet<MachineBasicBlock *, 16> Whole;
-      SmallDenseMap<MachineBasicBlock *, PartialBlock, 4> Partial;
-      // Where the register is taken in each block that is not whole.
-      SmallDenseMap<MachineBasicBlock *, std::pair<SlotIndex, SlotIndex>, 16>
-          Taken;
-      SmallVector<unsigned, 16> Key;
-      bool UseInside = false, UseOutside = false;
-      for (MachineBasicBlock *MBB : Live) {
-        const auto UseIt = Uses.find(MBB);
-        const unsigned BlockUses = UseIt == Uses.end() ? 0 : UseIt->second;
-        std::optional<std::pair<SlotIndex, SlotIndex>> Intf;
-        if (Allowed(MBB))
-          Intf = interferenceInBlock(LI, *MBB, Reg.Phys, Held);
-        else
-          Intf = std::make_pair(LIS.getMBBStartIdx(MBB), LIS.getMBBEndIdx(MBB));
-        if (!Intf) {
-          Whole.insert(MBB);
-          UseInside |= BlockUses > 0;
-          Key.push_back(MBB->getNumber() * 4 + 3);
+      SmallVector<std::optional<std::pair<SlotIndex, SlotIndex>>, 16> Intfs;
+      for (MachineBasicBlock *MBB : Live)
+        Intfs.push_back(Allowed(MBB)
+                            ? interferenceInBlock(LI, *MBB, Reg.Phys, Held)
+                            : std::make_pair(LIS.getMBBStartIdx(MBB),
+                                             LIS.getMBBEndIdx(MBB)));
+      for (const bool Placed : Layouts) {
+        BitVector RegBundles;
+        if (Placed && !placeRegion(LI, Live, Intfs, UseBlocks, RegBundles))
           continue;
-        }
-        Taken[MBB] = *Intf;
-        std::optional<PartialBlock> P;
-        if (Allowed(MBB))
-          P = partialBlock(LI, *MBB, *Intf);
-        if (!P) {
-          UseOutside |= BlockUses > 0;
-          continue;
-        }
-        UseInside = true;
-        UseOutside |= P->Inside.size() < BlockUses;
-        Key.push_back(MBB->getNumber() * 4 + (P->Head ? 1 : 0) +
-                      (P->Tail ? 2 : 0));
-        Partial.try_emplace(MBB, std::move(*P));
-      }
-      const bool Everywhere = Whole.size() == Live.size();
-      if (!UseInside || Everywhere || is_contained(Seen, Key))
-        continue;
-      Seen.push_back(std::move(Key));
-      // Where the new register holds the value as a block is entered and
-      // left.
-      auto EntersInside = [&](MachineBasicBlock *MBB) {
-        if (Whole.contains(MBB))
-          return true;
-        auto It = Partial.find(MBB);
-        return It != Partial.end() && It->second.Head;
-      };
-      auto LeavesInside = [&](MachineBasicBlock *MBB) {
-        if (Whole.contains(MBB))
-          return true;
-        auto It = Partial.find(MBB);
-        return It != Partial.end() && It->second.Tail;
-      };
-      auto InsideInstr = [&](const MachineInstr &MI) {
-        if (Whole.contains(MI.getParent()))
-          return true;
-        auto It = Partial.find(MI.getParent());
-        return It != Partial.end() && is_contained(It->second.Inside, &MI);
-      };
-      SplitCandidate C;
-      C.Phys = Reg.Phys;
-      C.AllUses = !UseOutside;
-      double UseFreq = 0, InFreq = 0;
-      unsigned Instructions = 0, Calls = 0;
-      // Copies back are planned per value: one leaving the new register
-      // where that value may have been defined inside.
-      struct Planned {
-        SplitCopy Copy;
-        double Freq;
-        const VNInfo *Value; // copied back; null for a copy into Inner
-      };
-      SmallVector<Planned, 16> Plan;
-      auto CopyBack = [&](SplitCopy Copy, double F, const VNInfo *V) {
-        if (V)
-          Plan.push_back({Copy, F, V});
-      };
-      // The copies around the interference first: a border copy before the
-      // same terminators must come after them.
-      for (MachineBasicBlock *MBB : Live) {
-        auto It = Partial.find(MBB);
-        if (It == Partial.end())
-          continue;
-        const PartialBlock &P = It->second;
-        ++C.PartialBlocks;
-        C.InsideInstrs.append(P.Inside.begin(), P.Inside.end());
-        UseFreq += P.Inside.size() * Freq(MBB);
-        Instructions += P.Instructions;
-        Calls += P.Calls;
-        if (P.Head) {
-          const bool AtEnd = P.LeaveBefore->isTerminator();
-          CopyBack({MBB, AtEnd, /*IntoInner=*/false,
-                    AtEnd ? nullptr : P.LeaveBefore},
-                   Freq(MBB),
-                   LI.getVNInfoAt(LIS.getInstructionIndex(*P.LeaveBefore)));
-        }
-        if (P.Tail && LI.liveAt(LIS.getInstructionIndex(*P.EnterBefore)))
-          Plan.push_back(
-              {{MBB, /*AtEnd=*/false, /*IntoInner=*/true, P.EnterBefore},
-               Freq(MBB),
-               nullptr});
-      }
-      SmallPtrSet<MachineBasicBlock *, 8> InAtEnd, OutAtStart, OutAtEnd;
-      bool EndTaken = false;
-      for (MachineBasicBlock *MBB : Live) {
-        if (Whole.contains(MBB)) {
-          C.Blocks.push_back(MBB);
-          if (auto It = Uses.find(MBB); It != Uses.end())
-            UseFreq += It->second * Freq(MBB);
-          Instructions += MBB->size();
-          for (const MachineInstr &MI : *MBB)
-            Calls += MI.isCall();
-        }
-        if (EntersInside(MBB) && LIS.isLiveInToMBB(LI, MBB) &&
-            !all_of(MBB->predecessors(), LeavesInside)) {
-          if (none_of(MBB->predecessors(), LeavesInside)) {
-            Plan.push_back({{MBB, /*AtEnd=*/false, /*IntoInner=*/true},
-                            Freq(MBB),
-                            nullptr});
+        SmallPtrSet<MachineBasicBlock *, 16> Whole;
+        SmallDenseMap<MachineBasicBlock *, PartialBlock, 4> Partial;
+        // Where the register is taken in each block that is not whole.
+        SmallDenseMap<MachineBasicBlock *, std::pair<SlotIndex, SlotIndex>, 16>
+            Taken;
+        SmallVector<unsigned, 16> Key;
+        bool UseInside = false, UseOutside = false;
+        for (size_t I = 0; I < Live.size(); ++I) {
+          MachineBasicBlock *MBB = Live[I];
+          const unsigned N = MBB->getNumber();
+          const auto UseIt = Uses.find(MBB);
+          const unsigned BlockUses = UseIt == Uses.end() ? 0 : UseIt->second;
+          const std::optional<std::pair<SlotIndex, SlotIndex>> &Intf = Intfs[I];
+          // The live borders of the block across which the new register holds
+          // the value: all of them, unless spill placement decides.
+          bool In = LiveIn[I], Out = LiveOut[I];
+          if (Placed) {
+            In = In && RegBundles[Bundles->getBundle(N, /*Out=*/false)];
+            Out = Out && RegBundles[Bundles->getBundle(N, /*Out=*/true)];
+          }
+          std::optional<PartialBlock> P;
+          unsigned Code = 0;
+          if (!Intf) {
+            if (In == LiveIn[I] && Out == LiveOut[I]) {
+              Whole.insert(MBB);
+              UseInside |= BlockUses > 0;
+              Key.push_back(N * 8 + 3);
+              continue;
+            }
+            if (In || Out)
+              P = freeBlockEnd(LI, *MBB, /*Head=*/In);
+            Code = 4;
           } else {
-            for (MachineBasicBlock *Pred : MBB->predecessors())
-              if (!LeavesInside(Pred) && InAtEnd.insert(Pred).second) {
-                Plan.push_back({{Pred, /*AtEnd=*/true, /*IntoInner=*/true},
-                                Freq(Pred),
-                                nullptr});
-                // The new register holds the value from that copy to the
-                // block's end: the register must be free there too, or the
-                // new register could not take it.
-                auto It = Taken.find(Pred);
-                EndTaken |= It != Taken.end() && takenAtEnd(*Pred, It->second);
-              }
+            Taken[MBB] = *Intf;
+            if (Allowed(MBB))
+              P = partialBlock(LI, *MBB, *Intf, In || !LiveIn[I],
+                               Out || !LiveOut[I]);
           }
-        }
-        if (!LeavesInside(MBB) || !LIS.isLiveOutOfMBB(LI, MBB))
-          continue;
-        for (MachineBasicBlock *Succ : MBB->successors()) {
-          if (EntersInside(Succ) || !LIS.isLiveInToMBB(LI, Succ))
-            continue;
-          if (all_of(Succ->predecessors(), LeavesInside)) {
-            if (OutAtStart.insert(Succ).second)
-              CopyBack({Succ, /*AtEnd=*/false, /*IntoInner=*/false}, Freq(Succ),
-                       LI.getVNInfoAt(LIS.getMBBStartIdx(Succ)));
-          } else if (OutAtEnd.insert(MBB).second) {
-            CopyBack({MBB, /*AtEnd=*/true, /*IntoInner=*/false}, Freq(MBB),
-                     LI.getVNInfoBefore(LIS.getMBBEndIdx(MBB)));
-          }
-        }
-      }
-      if (EndTaken)
-        continue;
-      // A value defined outside is still in the live range where it leaves
-      // the new register: no copy back. One defined inside by an instruction
-      // is copied back once, after that instruction, where that is cheaper
-      // than at every exit (a value defined once in the entry block and
-      // used in a loop: one store, not one per exit, as LLVM's spiller
-      // hoists them).
-      MapVector<const VNInfo *, double> ExitFreq; // in a fixed order
-      for (const Planned &P : Plan)
-        if (P.Value)
-          ExitFreq[P.Value] += P.Freq;
-      DenseSet<const VNInfo *> AfterDef;
-      double OutFreq = 0;
-      for (const auto &[V, F] : ExitFreq) {
-        if (V->isPHIDef()) {
-          OutFreq += F;
-          continue;
-        }
-        MachineInstr *Def = LIS.getInstructionFromIndex(V->def);
-        if (!Def) { // no instruction to tell: copy back at every exit
-          OutFreq += F;
-          continue;
-        }
-        if (!InsideInstr(*Def))
-          continue;
-        const double DefFreq = Freq(Def->getParent());
-        if (DefFreq < F) {
-          AfterDef.insert(V);
-          auto Next = std::next(Def->getIterator());
-          const bool AtEnd =
-              Next == Def->getParent()->end() || Next->isTerminator();
-          C.Copies.push_back({Def->getParent(), AtEnd, /*IntoInner=*/false,
-                              AtEnd ? nullptr : &*Next});
-          OutFreq += DefFreq;
-        } else {
-          OutFreq += F;
-        }
-      }
-      for (const Planned &P : Plan) {
-        if (P.Value) {
-          if (P.Value->isPHIDef()) {
-            C.Copies.push_back(P.Copy);
+          if (!P) {
+            UseOutside |= BlockUses > 0;
             continue;
           }
-          MachineInstr *Def = LIS.getInstructionFromIndex(P.Value->def);
-          if (Def && (!InsideInstr(*Def) || AfterDef.contains(P.Value)))
-            continue;
-        } else {
-          InFreq += P.Freq;
+          UseInside = true;
+          UseOutside |= P->Inside.size() < BlockUses;
+          Key.push_back(N * 8 + Code + (P->Head ? 1 : 0) + (P->Tail ? 2 : 0));
+          Partial.try_emplace(MBB, std::move(*P));
         }
-        C.Copies.push_back(P.Copy);
+        const bool Everywhere = Whole.size() == Live.size();
+        if (!UseInside || Everywhere || is_contained(Seen, Key))
+          continue;
+        Seen.push_back(std::move(Key));
+        // Where the new register holds the value as a block is entered and
+        // left.
+        auto EntersInside = [&](MachineBasicBlock *MBB) {
+          if (Whole.contains(MBB))
+            return true;
+          auto It = Partial.find(MBB);
+          return It != Partial.end() && It->second.Head;
+        };
+        auto LeavesInside = [&](MachineBasicBlock *MBB) {
+          if (Whole.contains(MBB))
+            return true;
+          auto It = Partial.find(MBB);
+          return It != Partial.end() && It->second.Tail;
+        };
+        auto InsideInstr = [&](const MachineInstr &MI) {
+          if (Whole.contains(MI.getParent()))
+            return true;
+          auto It = Partial.find(MI.getParent());
+          return It != Partial.end() && is_contained(It->second.Inside, &MI);
+        };
+        SplitCandidate C;
+        C.Phys = Reg.Phys;
+        C.Placed = Placed;
+        C.AllUses = !UseOutside;
+        double UseFreq = 0, InFreq = 0;
+        unsigned Instructions = 0, Calls = 0;
+        // Copies back are planned per value: one leaving the new register
+        // where that value may have been defined inside.
+        struct Planned {
+          SplitCopy Copy;
+          double Freq;
+          const VNInfo *Value; // copied back; null for a copy into Inner
+        };
+        SmallVector<Planned, 16> Plan;
+        auto CopyBack = [&](SplitCopy Copy, double F, const VNInfo *V) {
+          if (V)
+            Plan.push_back({Copy, F, V});
+        };
+        // The copies around the interference first: a border copy before the
+        // same terminators must come after them.
+        for (MachineBasicBlock *MBB : Live) {
+          auto It = Partial.find(MBB);
+          if (It == Partial.end())
+            continue;
+          const PartialBlock &P = It->second;
+          ++C.PartialBlocks;
+          C.InsideInstrs.append(P.Inside.begin(), P.Inside.end());
+          UseFreq += P.Inside.size() * Freq(MBB);
+          Instructions += P.Instructions;
+          Calls += P.Calls;
+          if (P.Head) {
+            // No LeaveBefore: a free block's head, to the block's end.
+            const bool AtEnd = !P.LeaveBefore || P.LeaveBefore->isTerminator();
+            CopyBack({MBB, AtEnd, /*IntoInner=*/false,
+                      AtEnd ? nullptr : P.LeaveBefore},
+                     Freq(MBB),
+                     P.LeaveBefore ? LI.getVNInfoAt(LIS.getInstructionIndex(
+                                         *P.LeaveBefore))
+                                   : LI.getVNInfoBefore(LIS.getMBBEndIdx(MBB)));
+          }
+          if (P.Tail && LI.liveAt(LIS.getInstructionIndex(*P.EnterBefore)))
+            Plan.push_back(
+                {{MBB, /*AtEnd=*/false, /*IntoInner=*/true, P.EnterBefore},
+                 Freq(MBB),
+                 nullptr});
+        }
+        SmallPtrSet<MachineBasicBlock *, 8> InAtEnd, OutAtStart, OutAtEnd;
+        bool EndTaken = false;
+        for (MachineBasicBlock *MBB : Live) {
+          if (Whole.contains(MBB)) {
+            C.Blocks.push_back(MBB);
+            if (auto It = Uses.find(MBB); It != Uses.end())
+              UseFreq += It->second * Freq(MBB);
+            Instructions += MBB->size();
+            for (const MachineInstr &MI : *MBB)
+              Calls += MI.isCall();
+          }
+          if (EntersInside(MBB) && LIS.isLiveInToMBB(LI, MBB) &&
+              !all_of(MBB->predecessors(), LeavesInside)) {
+            if (none_of(MBB->predecessors(), LeavesInside)) {
+              Plan.push_back({{MBB, /*AtEnd=*/false, /*IntoInner=*/true},
+                              Freq(MBB),
+                              nullptr});
+            } else {
+              for (MachineBasicBlock *Pred : MBB->predecessors())
+                if (!LeavesInside(Pred) && InAtEnd.insert(Pred).second) {
+                  Plan.push_back({{Pred, /*AtEnd=*/true, /*IntoInner=*/true},
+                                  Freq(Pred),
+                                  nullptr});
+                  // The new register holds the value from that copy to the
+                  // block's end: the register must be free there too, or the
+                  // new register could not take it.
+                  auto It = Taken.find(Pred);
+                  EndTaken |=
+                      It != Taken.end() && takenAtEnd(*Pred, It->second);
+                }
+            }
+          }
+          if (!LeavesInside(MBB) || !LIS.isLiveOutOfMBB(LI, MBB))
+            continue;
+          for (MachineBasicBlock *Succ : MBB->successors()) {
+            if (EntersInside(Succ) || !LIS.isLiveInToMBB(LI, Succ))
+              continue;
+            if (all_of(Succ->predecessors(), LeavesInside)) {
+              if (OutAtStart.insert(Succ).second)
+                CopyBack({Succ, /*AtEnd=*/false, /*IntoInner=*/false},
+                         Freq(Succ), LI.getVNInfoAt(LIS.getMBBStartIdx(Succ)));
+            } else if (OutAtEnd.insert(MBB).second) {
+              CopyBack({MBB, /*AtEnd=*/true, /*IntoInner=*/false}, Freq(MBB),
+                       LI.getVNInfoBefore(LIS.getMBBEndIdx(MBB)));
+            }
+          }
+        }
+        if (EndTaken)
+          continue;
+        // A value defined outside is still in the live range where it leaves
+        // the new register: no copy back. One defined inside by an instruction
+        // is copied back once, after that instruction, where that is cheaper
+        // than at every exit (a value defined once in the entry block and
+        // used in a loop: one store, not one per exit, as LLVM's spiller
+        // hoists them).
+        MapVector<const VNInfo *, double> ExitFreq; // in a fixed order
+        for (const Planned &P : Plan)
+          if (P.Value)
+            ExitFreq[P.Value] += P.Freq;
+        DenseSet<const VNInfo *> AfterDef;
+        double OutFreq = 0;
+        for (const auto &[V, F] : ExitFreq) {
+          if (V->isPHIDef()) {
+            OutFreq += F;
+            continue;
+          }
+          MachineInstr *Def = LIS.getInstructionFromIndex(V->def);
+          if (!Def) { // no instruction to tell: copy back at every exit
+            OutFreq += F;
+            continue;
+          }
+          if (!InsideInstr(*Def))
+            continue;
+          const double DefFreq = Freq(Def->getParent());
+          if (DefFreq < F) {
+            AfterDef.insert(V);
+            auto Next = std::next(Def->getIterator());
+            const bool AtEnd =
+                Next == Def->getParent()->end() || Next->isTerminator();
+            C.Copies.push_back({Def->getParent(), AtEnd, /*IntoInner=*/false,
+                                AtEnd ? nullptr : &*Next});
+            OutFreq += DefFreq;
+          } else {
+            OutFreq += F;
+          }
+        }
+        for (const Planned &P : Plan) {
+          if (P.Value) {
+            if (P.Value->isPHIDef()) {
+              C.Copies.push_back(P.Copy);
+              continue;
+            }
+            MachineInstr *Def = LIS.getInstructionFromIndex(P.Value->def);
+            if (Def && (!InsideInstr(*Def) || AfterDef.contains(P.Value)))
+              continue;
+          } else {
+            InFreq += P.Freq;
+          }
+          C.Copies.push_back(P.Copy);
+        }
+        // In the units of a block row whose frequency is 1: the gain
+        // `uses - live_in - live_out` is the frequency-weighted reloads and
+        // stores the region saves, minus its copies.
+        C.Features[BlockFrequency] = 1.0f;
+        C.Features[BlockUses] = static_cast<float>(UseFreq);
+        C.Features[BlockLiveIn] = static_cast<float>(InFreq);
+        C.Features[BlockLiveOut] = static_cast<float>(OutFreq);
+        C.Features[BlockInstructions] =
+            static_cast<float>(Instructions) / 100.0f;
+        C.Features[BlockCalls] = static_cast<float>(Calls);
+        C.Features[BlockRegion] = 1.0f;
+        SplitCandidates.push_back(std::move(C));
       }
-      // In the units of a block row whose frequency is 1: the gain
-      // `uses - live_in - live_out` is the frequency-weighted reloads and
-      // stores the region saves, minus its copies.
-      C.Features[BlockFrequency] = 1.0f;
-      C.Features[BlockUses] = static_cast<float>(UseFreq);
-      C.Features[BlockLiveIn] = static_cast<float>(InFreq);
-      C.Features[BlockLiveOut] = static_cast<float>(OutFreq);
-      C.Features[BlockInstructions] = static_cast<float>(Instructions) / 100.0f;
-      C.Features[BlockCalls] = static_cast<float>(Calls);
-      C.Features[BlockRegion] = 1.0f;
-      SplitCandidates.push_back(std::move(C));
     }
   }
 
@@ -1186,6 +1413,7 @@ private:
         OS << "a region of " << C.Blocks.size() << " blocks and "
            << C.PartialBlocks << " partial blocks for "
            << printReg(C.Phys, &TRI)
+           << (C.Placed ? " placed by spill placement" : "")
            << (C.AllUses ? ", with all its uses and defs," : "");
       else
         OS << printMBBReference(*C.Blocks.front())
@@ -1419,6 +1647,10 @@ private:
   const TargetRegisterInfo &TRI;
   const TargetInstrInfo &TII;
   const bool SplitAgent;
+  const RegionBorders Borders;
+  // Set unless Borders is Free.
+  const EdgeBundles *Bundles;
+  SpillPlacement *Placer;
   std::optional<unsigned> MessageRounds;
   DenseSet<MCPhysReg> CalleeSaved;
 
@@ -1454,7 +1686,13 @@ public:
   static char ID;
   MLRegAlloc(MLRegAllocOptions Options, RegAllocRunnerFactory Factory)
       : MachineFunctionPass(ID), Options(std::move(Options)),
-        Factory(std::move(Factory)) {}
+        Factory(std::move(Factory)) {
+    if (placesBorders()) {
+      PassRegistry &Registry = *PassRegistry::getPassRegistry();
+      initializeEdgeBundlesWrapperLegacyPass(Registry);
+      initializeSpillPlacementWrapperLegacyPass(Registry);
+    }
+  }
 
   StringRef getPassName() const override {
     return "mlbridge ML Register Allocator";
@@ -1482,6 +1720,12 @@ public:
     AU.addRequired<LiveRegMatrixWrapperLegacy>();
     AU.addPreserved<LiveRegMatrixWrapperLegacy>();
     AU.addRequired<MachineOptimizationRemarkEmitterPass>();
+    // Only when region borders are placed, so that every other run keeps
+    // its pipeline.
+    if (placesBorders()) {
+      AU.addRequired<EdgeBundlesWrapperLegacy>();
+      AU.addRequired<SpillPlacementWrapperLegacy>();
+    }
     MachineFunctionPass::getAnalysisUsage(AU);
   }
 
@@ -1509,10 +1753,16 @@ public:
         getAnalysis<MachineDominatorTreeWrapperPass>().getDomTree(), MBFI};
     std::unique_ptr<Spiller> Spill(
         createInlineSpiller(Analyses, MF, VRM, VRAI, &Matrix));
+    const EdgeBundles *Bundles = nullptr;
+    SpillPlacement *Placer = nullptr;
+    if (placesBorders()) {
+      Bundles = &getAnalysis<EdgeBundlesWrapperLegacy>().getEdgeBundles();
+      Placer = &getAnalysis<SpillPlacementWrapperLegacy>().getResult();
+    }
     AllocationEnvironment Env(
         MF, LIS, VRM, Matrix, RCI, *Spill, VRAI, MBFI,
         getAnalysis<MachineOptimizationRemarkEmitterPass>().getORE(),
-        Options.Split);
+        Options.Split, Options.Borders, Bundles, Placer);
 
     allocate(MF, Env);
 
@@ -1525,6 +1775,10 @@ public:
   }
 
 private:
+  bool placesBorders() const {
+    return Options.Split && Options.Borders != RegionBorders::Free;
+  }
+
   void allocate(MachineFunction &MF, AllocationEnvironment &Env) {
     LLVMContext &Ctx = MF.getFunction().getContext();
     EpisodeOptions Bounds;

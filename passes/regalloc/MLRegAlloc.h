@@ -179,6 +179,21 @@ struct MLRegAllocOptions {
   std::string RunnerDescription = "model runner";
   /// Whether the split agent acts (see above).
   bool Split = false;
+  /// Where a region split's borders go (with Split).
+  enum class RegionBorders {
+    /// Around every block where the region's register is free (and the
+    /// heads and tails of those where it is taken for part of the live
+    /// range).
+    Free,
+    /// Where LLVM's spill placement (SpillPlacement over EdgeBundles, as the
+    /// greedy allocator's region splits) finds copies cheapest, given where
+    /// the register is taken and the live range's uses.
+    Placed,
+    /// Both regions, each offered once (a region both ways, once): the
+    /// split policy's held-out spill cost is lowest so (docs/ml-regalloc.md).
+    Both,
+  };
+  RegionBorders Borders = RegionBorders::Both;
   /// The functions the model runner allocates; the built-in policy allocates
   /// the others in-process, without asking it. Empty: every function. A
   /// trainer samples the functions of a large module this way.

@@ -79,6 +79,23 @@ cl::opt<bool> SplitOpt(
              "them instead (docs/ml-regalloc.md)"),
     cl::init(false), cl::cat(Category));
 
+cl::opt<mlbridge::passes::MLRegAllocOptions::RegionBorders> RegionBordersOpt(
+    "mlbridge-regalloc-region-borders",
+    cl::desc("Where the split agent's region splits put their borders "
+             "(with -mlbridge-regalloc-split; docs/ml-regalloc.md)"),
+    cl::values(
+        clEnumValN(mlbridge::passes::MLRegAllocOptions::RegionBorders::Free,
+                   "free",
+                   "around every block where the region's register is free"),
+        clEnumValN(mlbridge::passes::MLRegAllocOptions::RegionBorders::Placed,
+                   "placed",
+                   "where LLVM's spill placement finds the copies cheapest, "
+                   "as the greedy allocator's region splits"),
+        clEnumValN(mlbridge::passes::MLRegAllocOptions::RegionBorders::Both,
+                   "both", "offer both regions for each register (default)")),
+    cl::init(mlbridge::passes::MLRegAllocOptions::RegionBorders::Both),
+    cl::cat(Category));
+
 cl::list<std::string> ModelFunctionsOpt(
     "mlbridge-regalloc-model-functions",
     cl::desc("Allocate only these functions (comma-separated names) with the "
@@ -109,6 +126,7 @@ FunctionPass *createFromOptions() {
   Options.FallBackOnFailure = Config.OnFailure == ModelFailurePolicy::Fallback;
   Options.RunnerDescription = describeRunner(Config);
   Options.Split = SplitOpt;
+  Options.Borders = RegionBordersOpt;
   for (const std::string &Name : ModelFunctionsOpt)
     Options.ModelFunctions.insert(Name);
   if (MessageRoundsOpt.getNumOccurrences())
