@@ -4,7 +4,8 @@ Every function of Lua, bzip2 and MuJS is allocated by ``llc-22 -regalloc=mlbridg
 ``-verify-machineinstrs``), with the built-in policy and with random policies, also with
 the split agent (legality never depends on the model), and with the built-in split policy
 (the splits a good policy makes: around the blocks of its uses in hot loops, where the
-random policies mostly spill or split around blocks it only lives through); each program
+random policies mostly spill or split around blocks it only lives through), once more with
+only the regions whose borders spill placement chose; each program
 runs its check
 (mlbridge.regalloc.programs) and must give greedy's transcript exactly: the Lua script's
 output, bzip2's compressed bytes and exact round trip, the JavaScript's output. So must the
@@ -40,6 +41,12 @@ POLICIES = {
         "-mlbridge-regalloc-seed=1",
     ),
     "split": ("-mlbridge-regalloc-split", "-mlbridge-regalloc-policy=split"),
+    # Regions with borders placed by spill placement only (the default offers both kinds).
+    "split-placed": (
+        "-mlbridge-regalloc-split",
+        "-mlbridge-regalloc-policy=split",
+        "-mlbridge-regalloc-region-borders=placed",
+    ),
 }
 
 

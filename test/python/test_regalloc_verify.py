@@ -7,7 +7,9 @@ built-in split policy with the split agent (its splits are the ones a good polic
 about 19000 of them over the corpus, in 401 modules). The split policy costs about as much
 as the basic one (70 s on 2 cores), so it gets a whole pass. The random policy with splits
 costs 280 s over the corpus (its splits multiply the live ranges): it runs on every other
-module, a fixed half, to keep ``make test`` within its budget.
+module, a fixed half, to keep ``make test`` within its budget. The split agent's regions
+are offered both ways by default (``-mlbridge-regalloc-region-borders=both``); the split
+policy with each kind alone (``placed``, ``free``) runs on every fourth module.
 """
 
 from __future__ import annotations
@@ -54,8 +56,31 @@ def optimized(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
         ),
         ((), 1),
         (("-mlbridge-regalloc-split", "-mlbridge-regalloc-policy=split"), 1),
+        (
+            (
+                "-mlbridge-regalloc-split",
+                "-mlbridge-regalloc-policy=split",
+                "-mlbridge-regalloc-region-borders=placed",
+            ),
+            4,
+        ),
+        (
+            (
+                "-mlbridge-regalloc-split",
+                "-mlbridge-regalloc-policy=split",
+                "-mlbridge-regalloc-region-borders=free",
+            ),
+            4,
+        ),
     ],
-    ids=["random", "random-split-half", "basic", "split"],
+    ids=[
+        "random",
+        "random-split-half",
+        "basic",
+        "split",
+        "split-placed-quarter",
+        "split-free-quarter",
+    ],
 )
 def test_every_corpus_function_passes_the_machine_verifier(
     policy: tuple[str, ...], every: int, optimized: list[Path]
