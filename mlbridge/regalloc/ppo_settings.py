@@ -84,7 +84,7 @@ class RegallocPPOSettings:
     max_nodes: int = 256
     max_edges: int = 4096
     max_registers: int = 32
-    max_blocks: int = 32
+    max_blocks: int = 64
     max_decisions: int = 3000
     sample_functions: int | None = 1
     verify: bool = False
