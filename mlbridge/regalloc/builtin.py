@@ -41,9 +41,9 @@ BUILTIN_MODELS: tuple[BuiltinModel, ...] = (
         "the priority, coloring and split agents; behaviour-cloned from the split policy, "
         "then two rounds of DAgger, with 'mlbridge train regalloc --split --rounds 1 "
         "--dagger-rounds 2' on the corpus's training projects): on the held-out projects "
-        "85.9% (lua) and 48.9% (cmark-gfm) lower spill and reload cost than LLVM's basic "
-        "allocator and 0.9% and 0.3% less .text; 21.0% below greedy's spill cost on "
-        "cmark-gfm, 5.6% above it on lua (with the default region borders; "
+        "86.1% (lua) and 48.9% (cmark-gfm) lower spill and reload cost than LLVM's basic "
+        "allocator and 1.1% and 0.3% less .text; 21.0% below greedy's spill cost on "
+        "cmark-gfm, 4.3% above it on lua (with the default region borders and moves; "
         "docs/ml-regalloc.md)",
         to_onnx=_to_onnx,
         to_native=_to_native,

@@ -126,6 +126,8 @@ struct Candidate {
   float Features[NumRegisterFeatures] = {};
   /// The live ranges taking it evicts (spills).
   SmallVector<Register, 4> Evicts;
+  /// Or the live ranges taking it moves, each to a register free for it.
+  SmallVector<std::pair<Register, MCRegister>, 4> Moves;
 };
 
 /// How many region splits a live range may come from: what ends splitting
@@ -157,12 +159,13 @@ public:
                         VirtRegAuxInfo &VRAI,
                         const MachineBlockFrequencyInfo &MBFI,
                         MachineOptimizationRemarkEmitter &ORE, bool SplitAgent,
-                        RegionBorders Borders, const EdgeBundles *Bundles,
-                        SpillPlacement *Placer)
+                        bool Moves, RegionBorders Borders,
+                        const EdgeBundles *Bundles, SpillPlacement *Placer)
       : MF(MF), LIS(LIS), VRM(VRM), Matrix(Matrix), RCI(RCI), Spill(Spill),
         VRAI(VRAI), MBFI(MBFI), ORE(ORE), MRI(MF.getRegInfo()),
         TRI(*MF.getSubtarget().getRegisterInfo()),
         TII(*MF.getSubtarget().getInstrInfo()), SplitAgent(SplitAgent),
+        Moves(SplitAgent && Moves),
         Borders(Placer && Bundles ? Borders : RegionBorders::Free),
         Bundles(Bundles), Placer(Placer) {
     for (const MCPhysReg *CSR = TRI.getCalleeSavedRegs(&MF); CSR && *CSR; ++CSR)
@@ -496,6 +499,12 @@ private:
         C.Features[RegFree] = 1;
         break;
       case LiveRegMatrix::IK_VirtReg: {
+        // What holds the register may move instead (with the split agent).
+        if (Moves && planMoves(LI, C)) {
+          C.Legal = true;
+          C.Features[RegEvictCost] = 0;
+          break;
+        }
         // Evictable when every live range in the way may be spilled and
         // weighs no more than this one (as LLVM's basic allocator decides).
         float Cost = 0;
@@ -528,6 +537,52 @@ private:
     }
   }
 
+  /// Whether every live range holding \p C.Phys where \p LI lives can move
+  /// to another register, free for it everywhere and not overlapping
+  /// C.Phys: then taking C.Phys spills nothing (C.Moves, each range's new
+  /// register), as LLVM's greedy allocator recolors before it spills.
+  bool planMoves(const LiveInterval &LI, Candidate &C) {
+    constexpr size_t MaxMoves = 4;
+    SmallVector<const LiveInterval *, 4> Holders;
+    for (MCRegUnit Unit : TRI.regunits(C.Phys))
+      for (const LiveInterval *Intf :
+           Matrix.query(LI, Unit).interferingVRegs(MaxMoves + 1)) {
+        if (!is_contained(Holders, Intf))
+          Holders.push_back(Intf);
+        if (Holders.size() > MaxMoves)
+          return false;
+      }
+    SmallVector<std::pair<Register, MCRegister>, 4> Moves;
+    for (const LiveInterval *Intf : Holders) {
+      const MCRegister From = VRM.getPhys(Intf->reg());
+      // Its own candidates, in the order computeCandidates offers them.
+      ArrayRef<MCPhysReg> Order = RCI.getOrder(MRI.getRegClass(Intf->reg()));
+      SmallVector<MCPhysReg, 16> Regs;
+      if (!TRI.getRegAllocationHints(Intf->reg(), Order, Regs, MF, &VRM,
+                                     &Matrix))
+        for (MCPhysReg P : Order)
+          if (!is_contained(Regs, P))
+            Regs.push_back(P);
+      std::optional<MCRegister> To;
+      for (MCPhysReg P : Regs) {
+        if (TRI.regsOverlap(P, C.Phys) || TRI.regsOverlap(P, From) ||
+            any_of(Moves, [&](const std::pair<Register, MCRegister> &M) {
+              return TRI.regsOverlap(P, M.second);
+            }))
+          continue;
+        if (Matrix.checkInterference(*Intf, P) == LiveRegMatrix::IK_Free) {
+          To = P;
+          break;
+        }
+      }
+      if (!To)
+        return false;
+      Moves.push_back({Intf->reg(), *To});
+    }
+    C.Moves = std::move(Moves);
+    return !C.Moves.empty();
+  }
+
   /// The coloring agent chose action \p R for the current node; true when
   /// the split agent acts next.
   bool color(unsigned R) {
@@ -545,6 +600,17 @@ private:
       return false;
     }
     const Candidate &C = Candidates[R];
+    for (const auto &[Moved, To] : C.Moves) {
+      LiveInterval &MLI = LIS.getInterval(Moved);
+      const unsigned E = NodeOf.lookup(Moved);
+      remark("Move", [&](raw_ostream &OS) {
+        OS << "coloring agent: node " << E << " (" << printReg(Moved, &TRI)
+           << ") moved from " << printReg(VRM.getPhys(Moved), &TRI) << " to "
+           << printReg(To, &TRI);
+      });
+      Matrix.unassign(MLI);
+      Matrix.assign(MLI, To);
+    }
     for (Register Evicted : C.Evicts) {
       if (!VRM.hasPhys(Evicted))
         continue; // spilled already, with an earlier one
@@ -1647,6 +1713,8 @@ private:
   const TargetRegisterInfo &TRI;
   const TargetInstrInfo &TII;
   const bool SplitAgent;
+  // Whether a coloring candidate may move what holds it (planMoves).
+  const bool Moves;
   const RegionBorders Borders;
   // Set unless Borders is Free.
   const EdgeBundles *Bundles;
@@ -1762,7 +1830,7 @@ public:
     AllocationEnvironment Env(
         MF, LIS, VRM, Matrix, RCI, *Spill, VRAI, MBFI,
         getAnalysis<MachineOptimizationRemarkEmitterPass>().getORE(),
-        Options.Split, Options.Borders, Bundles, Placer);
+        Options.Split, Options.Moves, Options.Borders, Bundles, Placer);
 
     allocate(MF, Env);
 

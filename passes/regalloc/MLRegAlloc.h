@@ -179,6 +179,10 @@ struct MLRegAllocOptions {
   std::string RunnerDescription = "model runner";
   /// Whether the split agent acts (see above).
   bool Split = false;
+  /// With Split: a register held by live ranges that can each move to
+  /// another register free for them is a legal coloring candidate, taken by
+  /// moving them (nothing is spilled), as greedy recolors before it spills.
+  bool Moves = true;
   /// Where a region split's borders go (with Split).
   enum class RegionBorders {
     /// Around every block where the region's register is free (and the

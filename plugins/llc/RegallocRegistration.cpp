@@ -96,6 +96,15 @@ cl::opt<mlbridge::passes::MLRegAllocOptions::RegionBorders> RegionBordersOpt(
     cl::init(mlbridge::passes::MLRegAllocOptions::RegionBorders::Both),
     cl::cat(Category));
 
+cl::opt<bool> MovesOpt(
+    "mlbridge-regalloc-moves",
+    cl::desc("With -mlbridge-regalloc-split, offer the coloring agent a "
+             "register held by live ranges (at most 4) that can each move to "
+             "another register free for them: taking it moves them and "
+             "spills nothing, as greedy's recoloring (default true; "
+             "docs/ml-regalloc.md)"),
+    cl::init(true), cl::cat(Category));
+
 cl::list<std::string> ModelFunctionsOpt(
     "mlbridge-regalloc-model-functions",
     cl::desc("Allocate only these functions (comma-separated names) with the "
@@ -127,6 +136,7 @@ FunctionPass *createFromOptions() {
   Options.RunnerDescription = describeRunner(Config);
   Options.Split = SplitOpt;
   Options.Borders = RegionBordersOpt;
+  Options.Moves = MovesOpt;
   for (const std::string &Name : ModelFunctionsOpt)
     Options.ModelFunctions.insert(Name);
   if (MessageRoundsOpt.getNumOccurrences())
